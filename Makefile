@@ -1,0 +1,110 @@
+# redislock: build, test and install.
+#
+#   make            build redislock/core.so for Lua 5.4
+#   make test       install missing Debian packages, build, run the specs
+#   make demo       contended counter against a throwaway redis-server
+#   make lint       luacheck on lua/ and spec/
+#   make install    into $(DESTDIR)$(PREFIX) (LUA_LMOD / LUA_CMOD)
+#   make sanitize   specs on an ASan+UBSan build of the core
+#   make valgrind   specs under memcheck
+#   make rock       luarocks make into a temp tree, then require it from there
+#
+# Another Lua: make LUA_VERSION=5.1, or make LUA=luajit LUA_PC=luajit.
+
+LUA_VERSION ?= 5.4
+LUA         ?= lua$(LUA_VERSION)
+LUA_PC      ?= lua$(LUA_VERSION)
+PKG_CONFIG  ?= pkg-config
+BUSTED      ?= /usr/bin/busted
+
+PREFIX      ?= /usr/local
+LUA_LMOD    ?= $(PREFIX)/share/lua/$(LUA_VERSION)
+LUA_CMOD    ?= $(PREFIX)/lib/lua/$(LUA_VERSION)
+BINDIR      ?= $(PREFIX)/bin
+
+# Debian packages each target needs (installed by tools/deps.sh if missing).
+BUILD_DEPS  = pkg-config liblua$(LUA_VERSION)-dev libhiredis-dev lua$(LUA_VERSION)
+TEST_DEPS   = $(BUILD_DEPS) redis-server redis-tools lua-busted lua-check lua-system lua-socket luarocks
+
+LUA_CFLAGS  := $(shell $(PKG_CONFIG) --cflags $(LUA_PC) 2>/dev/null)
+HIREDIS_CFLAGS := $(shell $(PKG_CONFIG) --cflags hiredis 2>/dev/null)
+HIREDIS_LIBS   := $(shell $(PKG_CONFIG) --libs hiredis 2>/dev/null)
+
+WARN     = -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wshadow -Werror
+CFLAGS  ?= -O2 -g
+# No -llua: the host (lua5.4, nginx, ...) provides the Lua symbols.
+ALL_CFLAGS  = -std=c99 -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L \
+              $(WARN) $(CFLAGS) $(LUA_CFLAGS) $(HIREDIS_CFLAGS) -Ibuild
+ALL_LDFLAGS = -shared $(LDFLAGS)
+LIBS        = $(HIREDIS_LIBS) -lpthread
+
+SRCS    = csrc/core.c csrc/client.c csrc/conn.c csrc/script.c csrc/token.c \
+          csrc/watch.c csrc/watchdog.c
+HDRS    = $(wildcard csrc/*.h) build/scripts_gen.h
+SCRIPTS = $(sort $(wildcard lua/redislock/scripts/*.lua))
+LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lua))
+
+TARGET  = redislock/core.so
+
+.PHONY: all deps test-deps test specs lint demo install uninstall clean sanitize valgrind rock
+
+all: $(TARGET)
+
+deps:
+	@tools/deps.sh $(BUILD_DEPS)
+
+test-deps:
+	@tools/deps.sh $(TEST_DEPS)
+
+build/scripts_gen.h: tools/gen_scripts.lua $(SCRIPTS)
+	@mkdir -p build
+	$(LUA) tools/gen_scripts.lua $@ $(SCRIPTS)
+
+$(TARGET): $(SRCS) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $(SRCS) $(LIBS)
+
+# The test command (README, .ci/run): ends with "N passed, N failed".
+test: test-deps
+	@$(MAKE) --no-print-directory all
+	@LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(SPECS)
+
+lint: test-deps
+	luacheck lua/ spec/ bench/ bin/ tools/
+
+demo: test-deps
+	@$(MAKE) --no-print-directory all
+	@$(LUA) tools/demo.lua
+
+# ASan+UBSan build of the core, loaded into the stock interpreter through
+# LD_PRELOAD (the interpreter itself is not instrumented).
+build/asan/$(TARGET): $(SRCS) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+	    -fno-sanitize-recover=undefined $(ALL_LDFLAGS) -o $@ $(SRCS) $(LIBS)
+
+sanitize: test-deps build/asan/$(TARGET)
+	@LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	 REDISLOCK_CPATH="./build/asan/?.so" LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(SPECS)
+
+valgrind: test-deps all
+	@LUA="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+	 --suppressions=tools/valgrind.supp $(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(SPECS)
+
+rock: test-deps
+	@tools/rock_check.sh "$(LUA_VERSION)"
+
+install: all
+	install -d $(DESTDIR)$(LUA_CMOD)/redislock $(DESTDIR)$(LUA_LMOD)/redislock/scripts
+	install -m 0755 $(TARGET) $(DESTDIR)$(LUA_CMOD)/redislock/core.so
+	install -m 0644 lua/redislock.lua $(DESTDIR)$(LUA_LMOD)/redislock.lua
+	install -m 0644 $(SCRIPTS) $(DESTDIR)$(LUA_LMOD)/redislock/scripts/
+	$(if $(LUA_MODULES),install -m 0644 $(LUA_MODULES) $(DESTDIR)$(LUA_LMOD)/redislock/)
+
+uninstall:
+	rm -rf $(DESTDIR)$(LUA_CMOD)/redislock $(DESTDIR)$(LUA_LMOD)/redislock
+	rm -f $(DESTDIR)$(LUA_LMOD)/redislock.lua
+
+clean:
+	rm -rf build redislock

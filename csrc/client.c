@@ -1,0 +1,368 @@
+/*
+ * client.c: the Lua userdata around one Redis connection.
+ *
+ * Modelled on liolib's file handles: the userdata is created "closed" before
+ * anything that can fail, so __gc is always safe; close is idempotent and is
+ * also __gc and __close; using a closed client raises a clear error. The
+ * userdata holds a pointer to malloc'd C state rather than the state itself,
+ * because later C owners (the watchdog) may need it to outlive the Lua value.
+ *
+ * Runtime failures return nil, err; wrong arguments raise via luaL_argerror.
+ */
+#include "client.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lauxlib.h"
+#include "compat.h"
+#include "conn.h"
+#include "monotime.h"
+#include "script.h"
+#include "watch.h"
+#include "watchdog.h"
+
+#define CLIENT_MT "redislock.client"
+
+/* Nested replies deeper than this are cut: Redis never sends them for our
+ * commands, and it keeps a hostile server from exhausting the C stack. */
+#define CLIENT_MAX_DEPTH 16
+
+typedef struct client_ud {
+    conn *conn;   /* NULL once closed */
+    wd *wd;       /* the watchdog, created at the first watched lock */
+} client_ud;
+
+static client_ud *client_check(lua_State *L) {
+    client_ud *u = (client_ud *)luaL_checkudata(L, 1, CLIENT_MT);
+    if (u->conn == NULL) luaL_error(L, "attempt to use a closed redislock client");
+    return u;
+}
+
+/* ---- reading the config table ------------------------------------------ */
+
+static const char *client_opt_string(lua_State *L, int t, const char *key) {
+    const char *s;
+    lua_getfield(L, t, key);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        return NULL;
+    }
+    if (lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "bad config field '%s' (string expected, got %s)", key, luaL_typename(L, -1));
+    /* Left on the stack so that it stays alive until connect returns, even
+     * if an __index metamethod made it up. */
+    s = lua_tostring(L, -1);
+    return s;
+}
+
+static lua_Number client_opt_number(lua_State *L, int t, const char *key,
+                                    lua_Number dflt, lua_Number lo, lua_Number hi) {
+    lua_Number n;
+    lua_getfield(L, t, key);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        return dflt;
+    }
+    if (lua_type(L, -1) != LUA_TNUMBER)
+        luaL_error(L, "bad config field '%s' (number expected, got %s)", key, luaL_typename(L, -1));
+    n = lua_tonumber(L, -1);
+    lua_pop(L, 1);
+    if (!(n >= lo && n <= hi)) /* also rejects NaN */
+        luaL_error(L, "bad config field '%s' (out of range)", key);
+    return n;
+}
+
+/* core.connect{host=, port=, path=, username=, password=, db=,
+ *              connect_timeout=, timeout=} -> client | nil, err
+ * Timeouts are in seconds. Connects at once so that a wrong address or
+ * password is reported here, not at the first lock. */
+int client_global_connect(lua_State *L) {
+    conn_config cfg;
+    client_ud *u;
+    luaL_checktype(L, 1, LUA_TTABLE);
+    memset(&cfg, 0, sizeof cfg);
+    cfg.host = (char *)client_opt_string(L, 1, "host");
+    cfg.path = (char *)client_opt_string(L, 1, "path");
+    cfg.username = (char *)client_opt_string(L, 1, "username");
+    cfg.password = (char *)client_opt_string(L, 1, "password");
+    cfg.port = (int)client_opt_number(L, 1, "port", 6379, 1, 65535);
+    cfg.db = (int)client_opt_number(L, 1, "db", 0, 0, 1 << 20);
+    cfg.connect_timeout_ms = (long)(client_opt_number(L, 1, "connect_timeout", 2, 0.001, 86400) * 1000);
+    cfg.timeout_ms = (long)(client_opt_number(L, 1, "timeout", 2, 0, 86400) * 1000);
+    if (cfg.host == NULL && cfg.path == NULL) cfg.host = (char *)"127.0.0.1";
+    if (cfg.username != NULL && cfg.password == NULL)
+        luaL_error(L, "bad config field 'username' (a password is required with it)");
+
+    /* Closed-state userdata first: if anything below raises, __gc is safe. */
+    u = (client_ud *)lua_newuserdata(L, sizeof *u);
+    u->conn = NULL;
+    u->wd = NULL;
+    luaL_getmetatable(L, CLIENT_MT);
+    lua_setmetatable(L, -2);
+
+    u->conn = conn_new(&cfg);
+    if (u->conn == NULL) return luaL_error(L, "out of memory");
+    if (conn_ensure(u->conn) != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, u->conn->errstr);
+        conn_free(u->conn);
+        u->conn = NULL;
+        return 2;
+    }
+    return 1;
+}
+
+/* ---- arguments and replies ------------------------------------------- */
+
+/* Collects stack values first..top as binary-safe strings. Integral numbers
+ * are written as integers ("1500", not "1500.0"), which PX and PEXPIRE need. */
+static int client_args(lua_State *L, int first, const char **argv, size_t *lens, int max) {
+    int top = lua_gettop(L), i, n = 0;
+    if (top - first + 1 > max) luaL_error(L, "too many arguments (at most %d)", max);
+    for (i = first; i <= top; i++, n++) {
+        int t = lua_type(L, i);
+        if (t == LUA_TNUMBER) {
+            lua_Number x = lua_tonumber(L, i);
+            if (x != x || x == HUGE_VAL || x == -HUGE_VAL)
+                luaL_argerror(L, i, "finite number expected");
+            if (!compat_isinteger(L, i) && floor(x) == x && fabs(x) < 9.0e15) {
+                lua_pushinteger(L, (lua_Integer)x);
+                lua_replace(L, i);
+            }
+        } else if (t != LUA_TSTRING) {
+            luaL_argerror(L, i, lua_pushfstring(L, "string or number expected, got %s", luaL_typename(L, i)));
+        }
+        argv[n] = lua_tolstring(L, i, &lens[n]);
+    }
+    return n;
+}
+
+static void client_push_reply(lua_State *L, const redisReply *r, int depth) {
+    size_t i;
+    switch (r->type) {
+    case REDIS_REPLY_INTEGER:
+        lua_pushinteger(L, (lua_Integer)r->integer);
+        break;
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_ERROR:
+        lua_pushlstring(L, r->str, r->len);
+        break;
+    case REDIS_REPLY_ARRAY:
+        if (depth >= CLIENT_MAX_DEPTH) {
+            lua_pushboolean(L, 0);
+            break;
+        }
+        luaL_checkstack(L, 4, "reply too deep");
+        lua_createtable(L, (int)r->elements, 0);
+        for (i = 0; i < r->elements; i++) {
+            client_push_reply(L, r->element[i], depth + 1);
+            lua_rawseti(L, -2, (int)i + 1);
+        }
+        break;
+    default: /* NIL, and RESP3 types we never ask for */
+        lua_pushboolean(L, 0);
+        break;
+    }
+}
+
+/* Pushes the Lua result of a command: the reply, or nil + err. Frees r. */
+static int client_result(lua_State *L, client_ud *u, redisReply *r) {
+    if (r == NULL) {
+        lua_pushnil(L);
+        lua_pushstring(L, u->conn->errstr);
+        return 2;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "redis error: %s", r->str ? r->str : "");
+        freeReplyObject(r);
+        return 2;
+    }
+    client_push_reply(L, r, 0);
+    freeReplyObject(r);
+    return 1;
+}
+
+/* ---- methods ------------------------------------------------------------- */
+
+/* client:script(name, keys..., args...) -> reply | nil, err
+ * Runs one of the embedded scripts (EVALSHA, EVAL on NOSCRIPT). */
+static int meth_script(lua_State *L) {
+    const char *argv[SCRIPT_MAX_ARGS];
+    size_t lens[SCRIPT_MAX_ARGS];
+    client_ud *u = client_check(L);
+    const script_def *s = script_find(luaL_checkstring(L, 2));
+    int n;
+    if (s == NULL) return luaL_argerror(L, 2, "no such script");
+    n = client_args(L, 3, argv, lens, SCRIPT_MAX_ARGS);
+    if (n < s->nkeys)
+        return luaL_error(L, "script '%s' takes %d keys, got %d arguments", s->name, s->nkeys, n);
+    return client_result(L, u, script_call(u->conn, s, n, argv, lens));
+}
+
+/* client:command(name, args...) -> reply | nil, err
+ * Any Redis command, binary safe. Nil replies come back as false. */
+#define CLIENT_MAX_COMMAND_ARGS 64
+static int meth_command(lua_State *L) {
+    const char *argv[CLIENT_MAX_COMMAND_ARGS];
+    size_t lens[CLIENT_MAX_COMMAND_ARGS];
+    client_ud *u = client_check(L);
+    int n;
+    luaL_checkstring(L, 2);
+    n = client_args(L, 2, argv, lens, CLIENT_MAX_COMMAND_ARGS);
+    return client_result(L, u, conn_command(u->conn, n, argv, lens));
+}
+
+/* The watchdog, made on first use with its own copy of the settings (its
+ * own connection: a hiredis context is not thread-safe). */
+static wd *client_wd(lua_State *L, client_ud *u) {
+    if (u->wd == NULL) {
+        u->wd = wd_new(&u->conn->cfg);
+        if (u->wd == NULL) luaL_error(L, "out of memory");
+    }
+    return u->wd;
+}
+
+/* client:watch(key, token, ttl, lease_end [, hold_until]) -> watch | nil, err
+ * Registers a held lock with the watchdog. Seconds; lease_end and hold_until
+ * on the monotonic clock (core.monotime). */
+static int meth_watch(lua_State *L) {
+    client_ud *u = client_check(L);
+    size_t klen, toklen;
+    const char *key = luaL_checklstring(L, 2, &klen);
+    const char *token = luaL_checklstring(L, 3, &toklen);
+    lua_Number ttl = luaL_checknumber(L, 4);
+    lua_Number end = luaL_checknumber(L, 5);
+    lua_Number hold = luaL_optnumber(L, 6, 0);
+    char err[128];
+    uint64_t id;
+    if (!(ttl >= 0.001 && ttl < 1e10)) return luaL_argerror(L, 4, "ttl out of range");
+    if (!(end >= 0 && end < 1e12)) return luaL_argerror(L, 5, "lease end out of range");
+    if (!(hold >= 0 && hold < 1e12)) return luaL_argerror(L, 6, "hold end out of range");
+    if (wd_watch(client_wd(L, u), key, klen, token, toklen, (int64_t)(ttl * 1000 + 0.5),
+                 (int64_t)(end * 1000), (int64_t)(hold * 1000), &id, err, sizeof err) != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, err);
+        return 2;
+    }
+    watch_push(L, u->wd, id);
+    return 1;
+}
+
+/* client:losses() -> { id, state, id, state, ... } | nil
+ * Drains the watchdog's loss reports (and its fd). */
+static int meth_losses(lua_State *L) {
+    uint64_t ids[64];
+    int states[64], n, i, k = 0;
+    client_ud *u = (client_ud *)luaL_checkudata(L, 1, CLIENT_MT);
+    if (u->wd == NULL) return 0;
+    while ((n = wd_take_losses(u->wd, ids, states, 64)) > 0) {
+        if (k == 0) lua_newtable(L);
+        for (i = 0; i < n; i++) {
+            lua_pushinteger(L, (lua_Integer)ids[i]);
+            lua_rawseti(L, -2, ++k);
+            lua_pushstring(L, wd_state_name(states[i]));
+            lua_rawseti(L, -2, ++k);
+        }
+    }
+    return k > 0 ? 1 : 0;
+}
+
+/* client:fd() -> an fd that is readable while loss reports are pending. */
+static int meth_fd(lua_State *L) {
+    client_ud *u = client_check(L);
+    lua_pushinteger(L, wd_fd(client_wd(L, u)));
+    return 1;
+}
+
+/* client:stats() -> { renewals=, round_trips=, failures=, watched=,
+ *                     last_batch=, lost = { ["not held"]=n, ... } } */
+static int meth_stats(lua_State *L) {
+    client_ud *u = (client_ud *)luaL_checkudata(L, 1, CLIENT_MT);
+    wd_stats s;
+    int i;
+    memset(&s, 0, sizeof s);
+    if (u->wd != NULL) wd_get_stats(u->wd, &s);
+    lua_createtable(L, 0, 6);
+#define STAT(name) lua_pushinteger(L, (lua_Integer)s.name); lua_setfield(L, -2, #name)
+    STAT(renewals);
+    STAT(round_trips);
+    STAT(failures);
+    STAT(watched);
+    STAT(last_batch);
+#undef STAT
+    lua_createtable(L, 0, WD_STATE_COUNT);
+    for (i = 1; i < WD_STATE_COUNT; i++) {
+        lua_pushinteger(L, (lua_Integer)s.lost[i]);
+        lua_setfield(L, -2, wd_state_name(i));
+    }
+    lua_setfield(L, -2, "lost");
+    return 1;
+}
+
+/* client:close() -> true. Idempotent; also __gc and __close. Stops and
+ * joins the watchdog thread; watch handles keep its memory alive. */
+static int meth_close(lua_State *L) {
+    client_ud *u = (client_ud *)luaL_checkudata(L, 1, CLIENT_MT);
+    if (u->wd != NULL) {
+        wd_stop(u->wd);
+        wd_release(u->wd);
+        u->wd = NULL;
+    }
+    if (u->conn != NULL) {
+        conn_free(u->conn);
+        u->conn = NULL;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int meth_closed(lua_State *L) {
+    client_ud *u = (client_ud *)luaL_checkudata(L, 1, CLIENT_MT);
+    lua_pushboolean(L, u->conn == NULL);
+    return 1;
+}
+
+/* Names the endpoint, never the password. */
+static int meth_tostring(lua_State *L) {
+    client_ud *u = (client_ud *)luaL_checkudata(L, 1, CLIENT_MT);
+    char where[160];
+    if (u->conn == NULL) {
+        lua_pushstring(L, "redislock.client (closed)");
+        return 1;
+    }
+    conn_describe(u->conn, where, sizeof where);
+    lua_pushfstring(L, "redislock.client (%s)", where);
+    return 1;
+}
+
+static const luaL_Reg client_methods[] = {
+    {"script", meth_script},
+    {"command", meth_command},
+    {"watch", meth_watch},
+    {"losses", meth_losses},
+    {"fd", meth_fd},
+    {"stats", meth_stats},
+    {"close", meth_close},
+    {"closed", meth_closed},
+    {NULL, NULL}
+};
+
+static const luaL_Reg client_meta[] = {
+    {"__gc", meth_close},
+    {"__close", meth_close},
+    {"__tostring", meth_tostring},
+    {NULL, NULL}
+};
+
+void client_register(lua_State *L) {
+    watch_register(L);
+    luaL_newmetatable(L, CLIENT_MT);     /* mt */
+    luaL_setfuncs(L, client_meta, 0);
+    luaL_newlib(L, client_methods);      /* mt, methods */
+    lua_setfield(L, -2, "__index");      /* mt */
+    lua_pop(L, 1);                       /* */
+}

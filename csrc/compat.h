@@ -1,0 +1,53 @@
+/*
+ * compat.h: the few Lua 5.2+ C API calls this module uses, for Lua 5.1 and
+ * LuaJIT. Include after lua.h and lauxlib.h. Lua 5.4 is the primary target;
+ * everything here compiles away there.
+ */
+#ifndef REDISLOCK_COMPAT_H
+#define REDISLOCK_COMPAT_H
+
+#include "lua.h"
+#include "lauxlib.h"
+
+#if LUA_VERSION_NUM < 502
+
+/* LuaJIT 2.1 ships luaL_setfuncs/luaL_testudata; plain 5.1 does not. Our own
+ * copies under other names avoid clashing with either. */
+static void compat_setfuncs(lua_State *L, const luaL_Reg *l, int nup) {
+    luaL_checkstack(L, nup + 1, "too many upvalues");
+    for (; l->name != NULL; l++) {
+        int i;
+        for (i = 0; i < nup; i++) lua_pushvalue(L, -nup);
+        lua_pushcclosure(L, l->func, nup);
+        lua_setfield(L, -(nup + 2), l->name);
+    }
+    lua_pop(L, nup);
+}
+#define luaL_setfuncs compat_setfuncs
+
+static void *compat_testudata(lua_State *L, int idx, const char *tname) {
+    void *p = lua_touserdata(L, idx);
+    if (p == NULL || !lua_getmetatable(L, idx)) return NULL;
+    luaL_getmetatable(L, tname);
+    if (!lua_rawequal(L, -1, -2)) p = NULL;
+    lua_pop(L, 2);
+    return p;
+}
+#define luaL_testudata compat_testudata
+
+#define luaL_newlibtable(L, l) lua_createtable(L, 0, sizeof(l) / sizeof((l)[0]) - 1)
+#define luaL_newlib(L, l) (luaL_newlibtable(L, l), luaL_setfuncs(L, l, 0))
+#define lua_rawlen lua_objlen
+
+#endif /* LUA_VERSION_NUM < 502 */
+
+#if LUA_VERSION_NUM < 503
+/* Before 5.3 every number is a double; "is it an integer" means "is it integral". */
+#define compat_isinteger(L, i) \
+    (lua_type(L, i) == LUA_TNUMBER && \
+     lua_tonumber(L, i) == (lua_Number)(lua_Integer)lua_tonumber(L, i))
+#else
+#define compat_isinteger(L, i) lua_isinteger(L, i)
+#endif
+
+#endif

@@ -1,0 +1,98 @@
+/*
+ * core.c: the entry point of redislock.core.
+ *
+ * The C core holds the mechanics (connections, scripts, tokens, the clock);
+ * lua/redislock.lua holds the policy (options, waiting, guards). This file
+ * only wires the pieces into one module table.
+ */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lua.h"
+#include "lauxlib.h"
+#include "compat.h"
+#include "client.h"
+#include "monotime.h"
+#include "script.h"
+#include "token.h"
+
+#define CORE_VERSION "0.1.0"
+
+/* core.token() -> 32 hex chars of kernel randomness | nil, err */
+static int global_token(lua_State *L) {
+    char buf[TOKEN_HEX_LEN + 1];
+    if (token_new(buf) != 0) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "no randomness: %s", strerror(errno));
+        return 2;
+    }
+    lua_pushlstring(L, buf, TOKEN_HEX_LEN);
+    return 1;
+}
+
+/* core.monotime() -> seconds on CLOCK_MONOTONIC (float) */
+static int global_monotime(lua_State *L) {
+    lua_pushnumber(L, (lua_Number)monotime_seconds());
+    return 1;
+}
+
+/* core.sleep(seconds): blocks the calling thread; restarts after signals so
+ * the full time passes. Hosts with an event loop (nginx) sleep their own way. */
+static int global_sleep(lua_State *L) {
+    lua_Number s = luaL_checknumber(L, 1);
+    struct timespec ts, rem;
+    if (!(s >= 0 && s <= 86400.0 * 365)) return luaL_argerror(L, 1, "seconds out of range");
+    ts.tv_sec = (time_t)s;
+    ts.tv_nsec = (long)((s - (lua_Number)ts.tv_sec) * 1e9);
+    while (nanosleep(&ts, &rem) != 0 && errno == EINTR) ts = rem;
+    return 0;
+}
+
+/* core.getpid() -> this process' pid: tells a forked child from its parent. */
+static int global_getpid(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)getpid());
+    return 1;
+}
+
+/* Pushes core.scripts: { name = { source = ..., sha = ..., keys = n } }.
+ * The very bytes and SHA the C side sends, so Lua code and specs can check
+ * them against SCRIPT LOAD. */
+static void core_push_scripts(lua_State *L) {
+    size_t i, n = script_count();
+    lua_createtable(L, 0, (int)n);                  /* scripts */
+    for (i = 0; i < n; i++) {
+        const script_def *s = script_at(i);
+        lua_createtable(L, 0, 3);                   /* scripts, entry */
+        lua_pushlstring(L, s->source, s->len);
+        lua_setfield(L, -2, "source");
+        lua_pushlstring(L, s->sha, 40);
+        lua_setfield(L, -2, "sha");
+        lua_pushinteger(L, s->nkeys);
+        lua_setfield(L, -2, "keys");
+        lua_setfield(L, -2, s->name);               /* scripts */
+    }
+}
+
+static const luaL_Reg core_functions[] = {
+    {"connect", client_global_connect},
+    {"token", global_token},
+    {"monotime", global_monotime},
+    {"getpid", global_getpid},
+    {"sleep", global_sleep},
+    {NULL, NULL}
+};
+
+__attribute__((visibility("default")))
+int luaopen_redislock_core(lua_State *L) {
+    client_register(L);
+    luaL_newlib(L, core_functions);                 /* core */
+    core_push_scripts(L);                           /* core, scripts */
+    lua_setfield(L, -2, "scripts");                 /* core */
+    lua_pushliteral(L, CORE_VERSION);
+    lua_setfield(L, -2, "_VERSION");
+    lua_pushinteger(L, HIREDIS_MAJOR * 10000 + HIREDIS_MINOR * 100 + HIREDIS_PATCH);
+    lua_setfield(L, -2, "hiredis_version");
+    return 1;
+}

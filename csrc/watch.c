@@ -1,0 +1,107 @@
+/*
+ * watch.c: the Lua userdata for one watched lock.
+ *
+ * The handle is what keeps a lock registered: releasing, closing or
+ * collecting it unregisters the lock from the watchdog before returning, so
+ * no renewal follows. __gc does no network I/O; an unreleased lock that is
+ * collected simply stops being renewed and its ttl frees the name.
+ */
+#include "watch.h"
+
+#include "lauxlib.h"
+#include "compat.h"
+
+#define WATCH_MT "redislock.watch"
+
+typedef struct watch_ud {
+    wd *w;          /* NULL once unwatched */
+    uint64_t id;
+} watch_ud;
+
+void watch_push(lua_State *L, wd *w, uint64_t id) {
+    watch_ud *u = (watch_ud *)lua_newuserdata(L, sizeof *u);
+    u->w = NULL;
+    luaL_getmetatable(L, WATCH_MT);
+    lua_setmetatable(L, -2);
+    wd_retain(w);
+    u->w = w;
+    u->id = id;
+}
+
+static watch_ud *watch_check(lua_State *L) {
+    return (watch_ud *)luaL_checkudata(L, 1, WATCH_MT);
+}
+
+/* watch:state() -> "held" | "not held" | "unreachable" | "expired" |
+ *                  "max_hold" | "forked" | "stopped" | "released" */
+static int meth_state(lua_State *L) {
+    watch_ud *u = watch_check(L);
+    if (u->w == NULL) {
+        lua_pushliteral(L, "released");
+        return 1;
+    }
+    lua_pushstring(L, wd_state_name(wd_status(u->w, u->id, NULL)));
+    return 1;
+}
+
+/* watch:renewed(ttl, lease_end): the Lua side extended the lease itself.
+ * Both in seconds; lease_end on the monotonic clock. */
+static int meth_renewed(lua_State *L) {
+    watch_ud *u = watch_check(L);
+    lua_Number ttl = luaL_checknumber(L, 2);
+    lua_Number end = luaL_checknumber(L, 3);
+    if (!(ttl >= 0.001 && ttl < 1e10)) return luaL_argerror(L, 2, "ttl out of range");
+    if (!(end >= 0 && end < 1e12)) return luaL_argerror(L, 3, "lease end out of range");
+    if (u->w != NULL) wd_renewed(u->w, u->id, (int64_t)(ttl * 1000 + 0.5), (int64_t)(end * 1000));
+    return 0;
+}
+
+/* watch:id() -> the id that client:losses() reports. */
+static int meth_id(lua_State *L) {
+    watch_ud *u = watch_check(L);
+    lua_pushinteger(L, (lua_Integer)u->id);
+    return 1;
+}
+
+/* watch:unwatch(): stop renewing. Idempotent; also __gc. Waits for a renewal
+ * of this lock that is on the wire, so none follows the call. */
+static int meth_unwatch(lua_State *L) {
+    watch_ud *u = watch_check(L);
+    if (u->w != NULL) {
+        wd *w = u->w;
+        u->w = NULL;
+        wd_unwatch(w, u->id);
+        wd_release(w);
+    }
+    return 0;
+}
+
+static int meth_tostring(lua_State *L) {
+    watch_ud *u = watch_check(L);
+    lua_pushfstring(L, "redislock.watch (%s)",
+                    u->w ? wd_state_name(wd_status(u->w, u->id, NULL)) : "released");
+    return 1;
+}
+
+static const luaL_Reg watch_methods[] = {
+    {"state", meth_state},
+    {"renewed", meth_renewed},
+    {"id", meth_id},
+    {"unwatch", meth_unwatch},
+    {NULL, NULL}
+};
+
+static const luaL_Reg watch_meta[] = {
+    {"__gc", meth_unwatch},
+    {"__close", meth_unwatch},
+    {"__tostring", meth_tostring},
+    {NULL, NULL}
+};
+
+void watch_register(lua_State *L) {
+    luaL_newmetatable(L, WATCH_MT);      /* mt */
+    luaL_setfuncs(L, watch_meta, 0);
+    luaL_newlib(L, watch_methods);       /* mt, methods */
+    lua_setfield(L, -2, "__index");      /* mt */
+    lua_pop(L, 1);                       /* */
+}

@@ -1,0 +1,415 @@
+--- redislock: safe Redis locks for Lua.
+--
+-- Policy lives here (options, defaults, waiting, guards); mechanics live in
+-- the C core `redislock.core` (connections, the Redis-side scripts, tokens,
+-- the monotonic clock). Every lock operation is one embedded script from
+-- lua/redislock/scripts/, sent by the C core as EVALSHA with EVAL fallback.
+--
+-- Error conventions (lua-resty style): a wrong argument raises an error that
+-- names it; a failure of the world returns nil, err whose first word is one of
+-- busy, timeout, not held, connection, redis.
+
+local core = require "redislock.core"
+local url = require "redislock.url"
+local backoff = require "redislock.backoff"
+
+local unpack = table.unpack or unpack -- luacheck: ignore 143
+local monotime = core.monotime
+local getpid = core.getpid
+local function pack(...) return { n = select("#", ...), ... } end
+local huge = math.huge
+
+local _M = { _VERSION = "0.1.0", core = core }
+
+local DEFAULT_TTL = 30
+local MAX_TTL = 2 ^ 31            -- seconds; keeps PX far from overflow
+local MIN_TTL = 0.001             -- PX has millisecond resolution
+
+--- argument checking ------------------------------------------------------
+
+local SOURCE = debug.getinfo(1, "S").source
+
+-- Raises at the caller's line: the first stack level outside this file.
+local function argerror(fname, argname, msg)
+  local level = 2
+  while true do
+    local info = debug.getinfo(level, "S")
+    if not info or info.source ~= SOURCE then break end
+    level = level + 1
+  end
+  error(string.format("redislock: bad argument '%s' to '%s' (%s)", argname, fname, msg), level)
+end
+
+local function check_type(fname, argname, value, want, optional)
+  if value == nil and optional then return end
+  if type(value) ~= want then
+    argerror(fname, argname, want .. " expected, got " .. type(value))
+  end
+end
+
+-- A finite number within [lo, hi]; NaN fails every comparison and so fails.
+local function check_number(fname, argname, value, lo, hi, allow_inf)
+  if type(value) ~= "number" then
+    argerror(fname, argname, "number expected, got " .. type(value))
+  end
+  if value ~= value then argerror(fname, argname, "number expected, got NaN") end
+  if value == huge and allow_inf then return end
+  if not (value >= lo and value <= hi) then
+    argerror(fname, argname, string.format("must be between %g and %g", lo, hi))
+  end
+end
+
+local function check_options(fname, opts, known)
+  if opts == nil then return {} end
+  check_type(fname, "opts", opts, "table")
+  for k in pairs(opts) do
+    if not known[k] then
+      argerror(fname, "opts", "unknown option '" .. tostring(k) .. "'")
+    end
+  end
+  return opts
+end
+
+local function check_name(fname, name)
+  check_type(fname, "name", name, "string")
+  if name == "" then argerror(fname, "name", "non-empty string expected") end
+end
+
+local function check_ttl(fname, ttl)
+  check_number(fname, "ttl", ttl, MIN_TTL, MAX_TTL)
+end
+
+local function ttl_ms(ttl)
+  return math.floor(ttl * 1000 + 0.5)
+end
+
+-- The part of a lease we may count on after an operation that started at
+-- t0: the ttl minus the time the operation took, minus a margin for the
+-- server's and our clocks running at slightly different rates (Redlock's
+-- 1% + 2 ms).
+local function lease_end(t0, ttl)
+  return t0 + ttl - (ttl * 0.01 + 0.002)
+end
+
+--- Lock -------------------------------------------------------------------
+
+local Lock = {}
+Lock.__index = Lock
+
+local function new_lock(client, name, key, token, fence, ttl, expires, on_lost)
+  return setmetatable({
+    name = name,
+    token = token,
+    fence = fence,
+    ttl = ttl,
+    lost_reason = nil,        -- why the lease was lost, once it was
+    _client = client,
+    _key = key,
+    _expires = expires,       -- monotonic time when our lease surely ends
+    _state = "held",          -- "held", "released" or "lost"
+    _pid = getpid(),          -- a forked child must not act on our lock
+    _watch = nil,             -- the watchdog handle, when renewed natively
+    _on_lost = on_lost,
+    _reported = false,        -- on_lost already called
+  }, Lock)
+end
+
+function Lock:_lose(reason)
+  if self._state == "held" then
+    self._state = "lost"
+    self.lost_reason = reason
+  end
+end
+
+--- Is the lease still ours? False once released or lost: Redis said so, the
+-- watchdog could not renew it in time, or (without the watchdog) its end
+-- passed on the monotonic clock, judged conservatively. Always false in a
+-- forked child: the lock belongs to the parent.
+-- syntax: ok = lock:held()
+function Lock:held()
+  self._client:poll()
+  if self._state ~= "held" then return false end
+  if self._pid ~= getpid() then
+    self:_lose("forked")
+    return false
+  end
+  if self._watch then
+    local state = self._watch:state()
+    if state ~= "held" then
+      self:_lose(state)
+      return false
+    end
+  elseif monotime() >= self._expires then
+    self:_lose("expired")
+    return false
+  end
+  return true
+end
+
+--- Renews the lease to ttl seconds from now, if it is still ours.
+-- syntax: ok, err = lock:extend(ttl?)   -- ttl defaults to the lock's ttl
+function Lock:extend(ttl)
+  if ttl == nil then ttl = self.ttl end
+  check_ttl("extend", ttl)
+  self._client:poll()
+  if self._state == "released" or self._pid ~= getpid() then return nil, "not held" end
+  local t0 = monotime()
+  local r, err = self._client._conn:script("extend", self._key, self.token, ttl_ms(ttl))
+  if not r then return nil, err end
+  if r ~= 1 then
+    self:_lose("not held")
+    return nil, "not held"
+  end
+  self.ttl = ttl
+  self._expires = lease_end(t0, ttl)
+  if self._watch then self._watch:renewed(ttl, self._expires) end
+  return true
+end
+
+--- Deletes the key if it still holds our token. Never touches a key that
+-- expired and was taken by someone else.
+-- syntax: ok, err = lock:release()
+function Lock:release()
+  self._client:poll()
+  if self._state == "released" then return nil, "not held" end
+  if self._pid ~= getpid() then return nil, "not held" end
+  -- Unregister first: unwatch waits for a renewal on the wire, so the
+  -- watchdog sends nothing for this key once the release is on its way.
+  if self._watch then self._watch:unwatch() end
+  local r, err = self._client._conn:script("release", self._key, self.token)
+  if not r then return nil, err end
+  self._state = "released"
+  if r ~= 1 then return nil, "not held" end
+  return true
+end
+
+-- Lua 5.4 `local l <close> = ...`: leaving the scope releases. Errors are
+-- dropped because a __close handler must not mask the block's own error.
+function Lock:__close()
+  if self._state ~= "released" then self:release() end
+end
+
+-- Never shows the token: it is the proof of ownership.
+function Lock:__tostring()
+  local state = self._state == "held" and not self:held() and "lost" or self._state
+  return string.format("redislock.lock (%s, %s)", self.name:sub(1, 64), state)
+end
+
+--- Client -------------------------------------------------------------------
+
+local Client = {}
+Client.__index = Client
+
+local ACQUIRE_OPTIONS = {
+  ttl = true, wait = true, watchdog = true, on_lost = true, max_hold = true,
+}
+
+-- Key layout: the name is the hash tag, so the lock and its fence counter
+-- land in one Cluster slot and the acquire script may touch both.
+function Client:_keys(name)
+  local key = self._prefix .. "{" .. name .. "}"
+  return key, key .. ":fence"
+end
+
+--- Takes the lock `name`, waiting up to opts.wait seconds for it.
+-- syntax: lock, err = client:acquire(name, {ttl=30, wait=0, watchdog=true, on_lost=fn})
+-- err: "busy" (tried once), "timeout" (waited), or a connection/redis error.
+function Client:acquire(name, opts)
+  check_name("acquire", name)
+  opts = check_options("acquire", opts, ACQUIRE_OPTIONS)
+  local ttl = opts.ttl == nil and DEFAULT_TTL or opts.ttl
+  check_ttl("acquire", ttl)
+  local wait = opts.wait == nil and 0 or opts.wait
+  check_number("acquire", "wait", wait, 0, MAX_TTL, true)
+  check_type("acquire", "watchdog", opts.watchdog, "boolean", true)
+  check_type("acquire", "on_lost", opts.on_lost, "function", true)
+  local watchdog = opts.watchdog ~= false
+  local max_hold = opts.max_hold
+  if max_hold ~= nil then check_number("acquire", "max_hold", max_hold, MIN_TTL, MAX_TTL) end
+  self:poll()
+
+  local conn = self._conn
+  local key, fence_key = self:_keys(name)
+  local ms = ttl_ms(ttl)
+  local deadline = monotime() + wait
+  local attempt = 0
+  while true do
+    local token = assert(core.token())
+    local t0 = monotime()
+    local r, err = conn:script("acquire", key, fence_key, token, ms)
+    local holder_ms
+    if r and r[1] == 1 then
+      local expires = lease_end(t0, ttl)
+      if monotime() < expires then
+        local lock = new_lock(self, name, key, token, r[2], ttl, expires, opts.on_lost)
+        if not watchdog then return lock end
+        local watch, werr = conn:watch(key, token, ttl, expires, max_hold and t0 + max_hold)
+        if watch then
+          lock._watch = watch
+          self._locks[watch:id()] = lock
+          return lock
+        end
+        -- No watchdog, no lock: the caller asked for a lease that lives as
+        -- long as it does, and we cannot promise that.
+        conn:script("release", key, token)
+        return nil, werr
+      end
+      -- The reply came so late that the lease may be over already: handing
+      -- it out would let the caller act without a lock (etcd #11456).
+      conn:script("release", key, token)
+      err = "timeout"
+    elseif r then
+      holder_ms = r[2]
+      err = "busy"
+    end
+    local now = monotime()
+    if wait == 0 then return nil, err end
+    if now >= deadline then
+      return nil, (err == "busy" or err == "timeout") and "timeout" or err
+    end
+    attempt = attempt + 1
+    local pause = backoff.delay(attempt)
+    if holder_ms and holder_ms > 0 then
+      -- Never sleep past the moment the holder's lease runs out.
+      pause = math.min(pause, holder_ms / 1000)
+    end
+    self._sleep(math.min(pause, deadline - now))
+  end
+end
+
+--- Runs fn(lock, ...) holding the lock, and releases it on every path.
+-- syntax: ok, ... = client:with_lock(name, opts, fn, ...)
+-- Returns true and fn's results, or nil, err when the lock was not taken.
+-- An error raised by fn is raised again after the release.
+function Client:with_lock(name, opts, fn, ...)
+  local mt = getmetatable(fn)
+  if type(fn) ~= "function" and not (mt and mt.__call) then
+    argerror("with_lock", "fn", "function expected, got " .. type(fn))
+  end
+  local lock, err = self:acquire(name, opts)
+  if not lock then return nil, err end
+  local res = pack(pcall(fn, lock, ...))
+  lock:release()
+  if not res[1] then error(res[2], 0) end
+  return true, unpack(res, 2, res.n)
+end
+
+--- Delivers the watchdog's loss reports: marks those locks lost and calls
+-- their on_lost(lock, reason). Every call into the library does this too;
+-- call it yourself when client:fd() becomes readable. An error raised by a
+-- callback is caught; the last one is kept in client.callback_error.
+-- syntax: n = client:poll()   -- how many losses were delivered
+function Client:poll()
+  local losses = self._conn:losses()
+  if not losses then return 0 end
+  local n = 0
+  for i = 1, #losses, 2 do
+    local lock = self._locks[losses[i]]
+    if lock then
+      lock:_lose(losses[i + 1])
+      if not lock._reported then
+        lock._reported = true
+        n = n + 1
+        if lock._on_lost then
+          local ok, err = pcall(lock._on_lost, lock, lock.lost_reason)
+          if not ok then self.callback_error = err end
+        end
+      end
+    end
+  end
+  return n
+end
+
+--- A file descriptor that becomes readable when a loss report is pending,
+-- for event loops (cqueues, luv, nginx); then call client:poll().
+-- syntax: fd = client:fd()
+function Client:fd()
+  return self._conn:fd()
+end
+
+--- Watchdog counters: renewals, round_trips, failures, watched, last_batch,
+-- and lost = { ["not held"] = n, unreachable = n, expired = n, ... }.
+-- syntax: t = client:stats()
+function Client:stats()
+  return self._conn:stats()
+end
+
+--- Closes the connection and stops the watchdog thread. Idempotent. Locks
+-- still held are no longer renewed and keep their lease until their ttl runs
+-- out.
+-- syntax: client:close()
+function Client:close()
+  self._conn:close()
+  return true
+end
+
+function Client:__close()
+  self:close()
+end
+
+function Client:__tostring()
+  return tostring(self._conn)
+end
+
+--- connect ------------------------------------------------------------------
+
+local CONNECT_OPTIONS = {
+  url = true, host = true, port = true, path = true, username = true,
+  password = true, db = true, connect_timeout = true, timeout = true,
+  prefix = true,
+}
+local ENDPOINT_FIELDS = { "host", "port", "path", "username", "password", "db" }
+
+--- Opens a client with one connection to Redis.
+-- syntax: client, err = redislock.connect{url=, host=, port=, path=, username=,
+--           password=, db=, connect_timeout=2, timeout=2, prefix=""}
+function _M.connect(opts)
+  check_type("connect", "opts", opts, "table")
+  check_options("connect", opts, CONNECT_OPTIONS)
+  local cfg = {}
+  if opts.url ~= nil then
+    check_type("connect", "url", opts.url, "string")
+    for _, f in ipairs(ENDPOINT_FIELDS) do
+      if opts[f] ~= nil then
+        argerror("connect", f, "give either url or " .. f .. ", not both")
+      end
+    end
+    cfg = url.parse(opts.url)
+  else
+    for _, f in ipairs(ENDPOINT_FIELDS) do cfg[f] = opts[f] end
+  end
+  check_type("connect", "host", cfg.host, "string", true)
+  check_type("connect", "path", cfg.path, "string", true)
+  check_type("connect", "username", cfg.username, "string", true)
+  check_type("connect", "password", cfg.password, "string", true)
+  if cfg.host and cfg.path then argerror("connect", "path", "give either host or path, not both") end
+  if cfg.username and not cfg.password then
+    argerror("connect", "username", "a password is required with a user name")
+  end
+  if cfg.port ~= nil then check_number("connect", "port", cfg.port, 1, 65535) end
+  if cfg.db ~= nil then check_number("connect", "db", cfg.db, 0, 2 ^ 20) end
+  for _, f in ipairs({ "port", "db" }) do
+    if cfg[f] ~= nil and cfg[f] ~= math.floor(cfg[f]) then
+      argerror("connect", f, "integer expected")
+    end
+  end
+  cfg.connect_timeout = opts.connect_timeout
+  cfg.timeout = opts.timeout
+  if cfg.connect_timeout ~= nil then
+    check_number("connect", "connect_timeout", cfg.connect_timeout, 0.001, 86400)
+  end
+  if cfg.timeout ~= nil then check_number("connect", "timeout", cfg.timeout, 0, 86400) end
+  local prefix = opts.prefix == nil and "" or opts.prefix
+  check_type("connect", "prefix", prefix, "string")
+
+  local conn, err = core.connect(cfg)
+  if not conn then return nil, err end
+  return setmetatable({
+    _conn = conn,
+    _prefix = prefix,
+    _sleep = core.sleep,
+    _locks = setmetatable({}, { __mode = "v" }), -- watch id -> lock, for on_lost
+  }, Client)
+end
+
+return _M

@@ -1,0 +1,9 @@
+-- extend: compare-and-expire; only the owner's token renews the lease,
+-- and a key that already expired is never brought back.
+-- KEYS[1] lock key
+-- ARGV[1] owner token, ARGV[2] new lease in milliseconds
+-- Returns 1 when renewed, 0 when the key is gone or belongs to someone else.
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0

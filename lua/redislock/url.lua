@@ -1,0 +1,101 @@
+--- redislock.url: parse connection URLs into connect() fields.
+--
+-- Accepted forms:
+--   redis://[[username]:password@]host[:port][/db]
+--   redis://[[username]:password@][::1][:port][/db]      (IPv6 in brackets)
+--   unix://[[username]:password@]/path/to/redis.sock[?db=N]
+-- rediss:// (TLS) is refused: Debian's hiredis 0.14 has no TLS support.
+-- User and password may be percent-encoded. Errors never echo the password.
+
+local _M = { _VERSION = "0.1.0" }
+
+local function unescape(s)
+  return (s:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
+end
+
+-- Splits "user:pass@rest" into fields; a bare "user@" is refused because
+-- Redis needs a password with an ACL user name.
+local function parse_userinfo(rest, out)
+  local userinfo, after = rest:match("^([^@/]*)@(.*)$")
+  if not userinfo then return rest end
+  local user, pass = userinfo:match("^([^:]*):(.*)$")
+  if not user then
+    error("redislock: bad url (a user name needs a password: user:password@)", 0)
+  end
+  if user ~= "" then out.username = unescape(user) end
+  out.password = unescape(pass)
+  return after
+end
+
+local function parse_db(s)
+  local db = tonumber(s)
+  if not s:match("^%d+$") or not db then
+    error("redislock: bad url (database must be a non-negative integer)", 0)
+  end
+  return db
+end
+
+local function parse_tcp(rest, out)
+  rest = parse_userinfo(rest, out)
+  local hostport, path = rest:match("^([^/]*)(.*)$")
+  local host, port = hostport:match("^%[([%x:%.]+)%]:?(%d*)$")
+  if not host then
+    host, port = hostport:match("^([^:%[%]]+):?(%d*)$")
+  end
+  if not host or host == "" then
+    error("redislock: bad url (host expected)", 0)
+  end
+  out.host = host
+  if port ~= "" then
+    local p = tonumber(port)
+    if not p or p < 1 or p > 65535 then
+      error("redislock: bad url (port must be 1-65535)", 0)
+    end
+    out.port = p
+  end
+  if path ~= "" and path ~= "/" then
+    out.db = parse_db(path:sub(2))
+  end
+  return out
+end
+
+local function parse_unix(rest, out)
+  rest = parse_userinfo(rest, out)
+  local path, query = rest:match("^([^?]*)%??(.*)$")
+  if path:sub(1, 1) ~= "/" then
+    error("redislock: bad url (unix:// needs an absolute socket path)", 0)
+  end
+  out.path = path
+  if query ~= "" then
+    local db = query:match("^db=(.*)$")
+    if not db then error("redislock: bad url (only ?db=N is understood)", 0) end
+    out.db = parse_db(db)
+  end
+  return out
+end
+
+--- Parses url into a table of connect() fields.
+-- syntax: fields = url.parse(str)   -- raises on a malformed url
+function _M.parse(str)
+  if type(str) ~= "string" then
+    error("redislock: bad url (string expected, got " .. type(str) .. ")", 0)
+  end
+  local scheme, rest = str:match("^(%a[%w+.-]*)://(.*)$")
+  if not scheme then
+    error("redislock: bad url (expected redis://host:port/db or unix:///path)", 0)
+  end
+  scheme = scheme:lower()
+  if scheme == "rediss" then
+    error("redislock: rediss:// (TLS) is not supported: this build's hiredis has no TLS", 0)
+  elseif scheme == "redis" then
+    if rest:find("?", 1, true) then
+      error("redislock: bad url (query parameters are not supported)", 0)
+    end
+    return parse_tcp(rest, {})
+  elseif scheme == "unix" or scheme == "redis+unix" then
+    return parse_unix(rest, {})
+  end
+  error("redislock: bad url (unknown scheme '" .. scheme .. "')", 0)
+end
+
+return _M
