@@ -39,7 +39,7 @@ ALL_LDFLAGS = -shared $(LDFLAGS)
 LIBS        = $(HIREDIS_LIBS) -lpthread
 
 SRCS    = csrc/core.c csrc/client.c csrc/conn.c csrc/script.c csrc/token.c \
-          csrc/watch.c csrc/watchdog.c
+          csrc/watch.c csrc/watchdog.c csrc/process.c
 HDRS    = $(wildcard csrc/*.h) build/scripts_gen.h
 SCRIPTS = $(sort $(wildcard lua/redislock/scripts/*.lua))
 LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lua))

@@ -15,6 +15,7 @@
 #include "compat.h"
 #include "client.h"
 #include "monotime.h"
+#include "process.h"
 #include "script.h"
 #include "token.h"
 
@@ -88,6 +89,7 @@ __attribute__((visibility("default")))
 int luaopen_redislock_core(lua_State *L) {
     client_register(L);
     luaL_newlib(L, core_functions);                 /* core */
+    process_register(L);
     core_push_scripts(L);                           /* core, scripts */
     lua_setfield(L, -2, "scripts");                 /* core */
     lua_pushliteral(L, CORE_VERSION);

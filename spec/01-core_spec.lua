@@ -1,0 +1,106 @@
+-- The C core on its own: tokens, the clock, and the embedded scripts, which
+-- must be the very bytes of lua/redislock/scripts/*.lua.
+local helpers = require "spec.helpers"
+local core = require "redislock.core"
+
+local function read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+describe("redislock.core", function()
+  it("draws 128-bit hex tokens, never the same twice", function()
+    local seen, count = {}, 200000
+    for _ = 1, count do
+      local t = core.token()
+      assert(#t == 32 and not t:find("[^0-9a-f]"), t)
+      assert(not seen[t], "duplicate token")
+      seen[t] = true
+    end
+    -- every hex digit appears at every position: not a counter or a clock
+    local first = {}
+    for t in pairs(seen) do first[t:sub(1, 1)] = true end
+    local digits = 0
+    for _ in pairs(first) do digits = digits + 1 end
+    assert.equal(16, digits)
+  end)
+
+  it("has a monotonic clock in seconds", function()
+    local t0 = core.monotime()
+    core.sleep(0.05)
+    local dt = core.monotime() - t0
+    assert.is_true(dt >= 0.05 and dt < 1, "dt " .. dt)
+  end)
+
+  it("embeds each script file byte-exact, with its key count", function()
+    local names = {}
+    local p = assert(io.popen("ls lua/redislock/scripts/"))
+    for file in p:lines() do names[#names + 1] = file:match("^(.+)%.lua$") end
+    p:close()
+    assert.is_true(#names >= 3)
+    for _, name in ipairs(names) do
+      local s = core.scripts[name]
+      assert.is_table(s, name)
+      assert.equal(read("lua/redislock/scripts/" .. name .. ".lua"), s.source)
+      assert.matches("^%x+$", s.sha)
+      assert.equal(40, #s.sha)
+    end
+    assert.equal(2, core.scripts.acquire.keys)
+    assert.equal(1, core.scripts.release.keys)
+    assert.equal(1, core.scripts.extend.keys)
+  end)
+
+  describe("against redis-server", function()
+    local srv, conn
+    setup(function()
+      srv = helpers.start_redis()
+      conn = assert(core.connect { host = srv.host, port = srv.port })
+    end)
+    teardown(function()
+      conn:close()
+      srv:stop()
+    end)
+
+    it("SCRIPT LOAD of each file returns the embedded SHA", function()
+      for name, s in pairs(core.scripts) do
+        local src = read("lua/redislock/scripts/" .. name .. ".lua")
+        assert.equal(s.sha, conn:command("SCRIPT", "LOAD", src), name)
+      end
+    end)
+
+    it("sends the SHA Lua sees, as EVALSHA, falling back to EVAL once", function()
+      local log = helpers.tmpdir() .. "/monitor.log"
+      local mon = helpers.spawn("exec redis-cli -p " .. srv.port .. " MONITOR > " .. log)
+      helpers.wait_until(function()
+        local f = io.open(log) local s = f and f:read("*a") if f then f:close() end
+        return s and s:find("OK")
+      end, 5)
+      assert.equal("OK", conn:command("SCRIPT", "FLUSH"))
+      assert.equal(0, conn:script("release", "k", "t"))   -- NOSCRIPT, then EVAL
+      assert.equal(0, conn:script("release", "k", "t"))   -- cached again: EVALSHA
+      assert.same({ 1 }, conn:command("SCRIPT", "EXISTS", core.scripts.release.sha))
+      assert.truthy(helpers.wait_until(function()
+        return read(log):find('"EVALSHA" "' .. core.scripts.release.sha .. '"', 1, true)
+      end, 5))
+      mon:kill("TERM")
+      mon:wait(5)
+      local text = read(log)
+      local _, evalsha = text:gsub('"EVALSHA" "' .. core.scripts.release.sha .. '"', "")
+      local _, eval = text:gsub('"EVAL" "%-%- release', "")
+      assert.equal(2, evalsha)
+      assert.equal(1, eval)
+    end)
+
+    it("returns Redis replies as Lua values", function()
+      assert.equal("PONG", conn:command("PING"))
+      assert.equal(false, conn:command("GET", "missing"))
+      assert.equal(3, conn:command("RPUSH", "list", "a", "b\0c", 3))
+      assert.same({ "a", "b\0c", "3" }, conn:command("LRANGE", "list", 0, -1))
+      local v, err = conn:command("INCR", "list")
+      assert.is_nil(v)
+      assert.matches("^redis error: WRONGTYPE", err)
+    end)
+  end)
+end)

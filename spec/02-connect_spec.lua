@@ -1,0 +1,136 @@
+-- Connecting: TCP, IPv6, unix sockets, AUTH (password and ACL user), SELECT,
+-- timeouts, failures and the closed state. No message shows a password.
+local helpers = require "spec.helpers"
+local redislock = require "redislock"
+
+local function free_name(client, name)
+  local l = assert(client:acquire(name, { ttl = 5 }))
+  assert.is_true(l:release())
+end
+
+describe("connect", function()
+  it("by url, by fields, over IPv6 and over a unix socket", function()
+    local tcp = helpers.start_redis()
+    local unix = helpers.start_redis { unix = true }
+    local v6 = helpers.start_redis { ipv6 = true }
+    local clients = {
+      assert(redislock.connect { url = tcp.url }),
+      assert(redislock.connect { host = "127.0.0.1", port = tcp.port }),
+      assert(redislock.connect { url = "redis://[::1]:" .. v6.port }),
+      assert(redislock.connect { url = unix.url }),
+      assert(redislock.connect { path = unix.path }),
+    }
+    for i, c in ipairs(clients) do
+      free_name(c, "conn:" .. i)
+      assert.matches("^redislock.client %(", tostring(c))
+      c:close()
+    end
+    tcp:stop() unix:stop() v6:stop()
+  end)
+
+  it("selects the database from the url or the db field", function()
+    local srv = helpers.start_redis()
+    local c = assert(redislock.connect { url = srv.url .. "/5" })
+    local l = assert(c:acquire("indb", { ttl = 5 }))
+    assert.equal("1", srv:cli_raw("-n", "5", "EXISTS", "{indb}"))
+    assert.equal("0", srv:cli_raw("-n", "0", "EXISTS", "{indb}"))
+    l:release()
+    c:close()
+    c = assert(redislock.connect { port = srv.port, db = 3 })
+    l = assert(c:acquire("indb", { ttl = 5 }))
+    assert.equal("1", srv:cli_raw("-n", "3", "EXISTS", "{indb}"))
+    l:release()
+    c:close()
+    srv:stop()
+  end)
+
+  it("connection refused is nil, 'connection ...'", function()
+    local srv = helpers.start_redis()
+    local port = srv.port
+    srv:stop()
+    local c, err = redislock.connect { port = port, connect_timeout = 0.5 }
+    assert.is_nil(c)
+    assert.matches("^connection ", err)
+    c, err = redislock.connect { path = "/nonexistent/redis.sock" }
+    assert.is_nil(c)
+    assert.matches("^connection ", err)
+  end)
+
+  it("a wrong password fails closed, and no message shows it", function()
+    local srv = helpers.start_redis { args = { "--requirepass", "right-secret" } }
+    local c, err = redislock.connect { port = srv.port, password = "wrong-secret" }
+    assert.is_nil(c)
+    assert.matches("^redis ", err)
+    assert.is_nil(err:find("secret", 1, true))
+    c, err = redislock.connect { port = srv.port }
+    -- no password: connecting works, but every command is refused
+    if c then
+      local l, e = c:acquire("x")
+      assert.is_nil(l)
+      assert.matches("^redis error: NOAUTH", e)
+      c:close()
+    else
+      assert.matches("^redis ", err)
+    end
+    c = assert(redislock.connect { url = "redis://:right-secret@127.0.0.1:" .. srv.port })
+    free_name(c, "authed")
+    assert.is_nil(tostring(c):find("secret", 1, true))
+    c:close()
+    srv:stop()
+  end)
+
+  it("a least-privilege ACL user runs the whole API", function()
+    local srv = helpers.start_redis()
+    -- Exactly what redislock needs: its keys, EVALSHA/EVAL, and the commands
+    -- the scripts call.
+    assert.equal("OK", srv:cli("ACL", "SETUSER", "locker", "on", ">lockpw", "~app:*",
+      "resetchannels", "-@all", "+evalsha", "+eval", "+get", "+set", "+del",
+      "+pexpire", "+pttl", "+incr", "+auth", "+ping"))
+    local c = assert(redislock.connect { url = "redis://locker:lockpw@127.0.0.1:" .. srv.port, prefix = "app:" })
+    local l = assert(c:acquire("acl", { ttl = 1 }))
+    assert.is_true(l:extend(2))
+    assert.is_true(l:release())
+    assert.is_true(c:with_lock("acl", nil, function() return true end))
+    c:close()
+    -- outside its key pattern, the server refuses
+    local out = assert(redislock.connect { url = "redis://locker:lockpw@127.0.0.1:" .. srv.port })
+    local none, err = out:acquire("acl")
+    assert.is_nil(none)
+    assert.matches("^redis error", err)
+    out:close()
+    -- a wrong ACL password fails closed
+    local bad, e = redislock.connect { url = "redis://locker:nope@127.0.0.1:" .. srv.port }
+    assert.is_nil(bad)
+    assert.matches("^redis error: WRONGPASS", e)
+    srv:stop()
+  end)
+
+  it("reconnects on the next call after the server restarts", function()
+    local srv = helpers.start_redis()
+    local c = assert(redislock.connect { url = srv.url })
+    free_name(c, "before")
+    srv:kill("KILL")
+    srv:restart()
+    -- The first call may see the dead socket; the one after reconnects.
+    local l = c:acquire("after", { ttl = 5 })
+    if not l then l = assert(c:acquire("after", { ttl = 5 })) end
+    assert.is_true(l:release())
+    c:close()
+    srv:stop()
+  end)
+
+  it("a command timeout is a connection error, not a hang", function()
+    local srv = helpers.start_redis()
+    local c = assert(redislock.connect { url = srv.url, timeout = 0.2 })
+    srv:kill("STOP")
+    local t0 = helpers.monotime()
+    local l, err = c:acquire("stopped", { ttl = 5 })
+    local dt = helpers.monotime() - t0
+    srv:kill("CONT")
+    assert.is_nil(l)
+    assert.matches("^connection ", err)
+    assert.is_true(dt < 1.5, "took " .. dt)
+    c:close()
+    srv:stop()
+  end)
+end)

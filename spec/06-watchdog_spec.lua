@@ -1,0 +1,347 @@
+-- The native watchdog: leases renewed while held, losses reported three ways
+-- (held(), on_lost, a readable fd), nothing sent after release, fork-safe.
+local helpers = require "spec.helpers"
+local redislock = require "redislock"
+local core = require "redislock.core"
+local url = require "redislock.url"
+
+-- The eventfd counter, read from /proc: non-zero means readable.
+local function fd_pending(fd)
+  local f = assert(io.open("/proc/self/fdinfo/" .. fd))
+  local text = f:read("*a")
+  f:close()
+  return tonumber(text:match("eventfd%-count:%s*(%x+)") or "0", 16) > 0
+end
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return "" end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+-- Starts `redis-cli MONITOR` into a file; returns the process and the path.
+local function monitor(srv)
+  local log = helpers.tmpdir() .. "/monitor.log"
+  local proc = helpers.spawn("exec redis-cli -p " .. srv.port .. " MONITOR > " .. log)
+  assert(helpers.wait_until(function() return read_file(log):find("OK") end, 5))
+  return proc, log
+end
+
+describe("watchdog", function()
+  local srv, admin, other
+
+  setup(function()
+    srv = helpers.start_redis()
+    admin = assert(core.connect(url.parse(srv.url)))
+    other = assert(redislock.connect { url = srv.url })
+  end)
+
+  teardown(function()
+    admin:close()
+    other:close()
+    srv:stop()
+  end)
+
+  local n = 0
+  local function fresh(label)
+    n = n + 1
+    return (label or "wd") .. ":" .. n
+  end
+
+  it("keeps a 0.5 s lease alive for 10x its ttl", function()
+    local c = assert(redislock.connect { url = srv.url })
+    local name = fresh()
+    local l = assert(c:acquire(name, { ttl = 0.5 }))
+    local t0, min_pttl, samples = helpers.monotime(), math.huge, 0
+    while helpers.monotime() - t0 < 5 do
+      local pttl = admin:command("PTTL", "{" .. name .. "}")
+      min_pttl = math.min(min_pttl, pttl)
+      samples = samples + 1
+      assert(pttl > 0, "the key vanished after " .. (helpers.monotime() - t0) .. " s")
+      assert.equal("busy", select(2, other:acquire(name)))
+      helpers.sleep(0.02)
+    end
+    assert.is_true(samples > 100)
+    assert.is_true(l:held())
+    local stats = c:stats()
+    assert.is_true(stats.renewals >= 10, "renewals " .. stats.renewals)
+    assert.is_true(l:release())
+    c:close()
+  end)
+
+  for _, fault in ipairs({ "DEL", "SET" }) do
+    it("reports 'not held' when someone " .. fault .. "s the key", function()
+      local c = assert(redislock.connect { url = srv.url })
+      local name = fresh()
+      local reasons = {}
+      local l
+      l = assert(c:acquire(name, { ttl = 0.6, on_lost = function(lock, why)
+        assert.equal(l, lock)
+        reasons[#reasons + 1] = why
+      end }))
+      local fd = c:fd()
+      assert.is_false(fd_pending(fd))
+      if fault == "DEL" then
+        admin:command("DEL", "{" .. name .. "}")
+      else
+        admin:command("SET", "{" .. name .. "}", "intruder", "PX", 10000)
+      end
+      local t0 = helpers.monotime()
+      assert(helpers.wait_until(function() return fd_pending(fd) end, 2, 0.002))
+      local dt = helpers.monotime() - t0
+      -- within one renewal interval (ttl/3) plus scheduling slack
+      assert.is_true(dt <= 0.2 + 0.1, "took " .. dt)
+      assert.is_false(l:held())          -- delivers on_lost too
+      assert.same({ "not held" }, reasons)
+      assert.is_nil(c.callback_error)
+      assert.equal("not held", l.lost_reason)
+      assert.is_false(fd_pending(fd))
+      local ok, err = l:release()
+      assert.is_nil(ok)
+      assert.equal("not held", err)
+      if fault == "SET" then
+        assert.equal("intruder", admin:command("GET", "{" .. name .. "}"))
+      end
+      assert.equal(1, c:stats().lost["not held"])
+      c:close()
+    end)
+  end
+
+  it("reports 'unreachable' before the lease ends when the path to Redis is held", function()
+    local proxy = helpers.spawn(helpers.lua_cmd("spec/support/proxy.lua", srv.port))
+    local port
+    assert(helpers.wait_until(function()
+      port = tonumber((proxy:stdout() or ""):match("port (%d+)"))
+      return port
+    end, 5))
+    local c = assert(redislock.connect { host = "127.0.0.1", port = port, timeout = 0.5 })
+    local name = fresh()
+    local lost_at
+    local l = assert(c:acquire(name, { ttl = 0.6, on_lost = function(_, why)
+      lost_at = helpers.monotime()
+      assert.equal("unreachable", why)
+    end }))
+    helpers.sleep(0.3) -- a renewal or two go through
+    assert.is_true(l:held())
+    proxy:kill("STOP")
+    local cut_at = helpers.monotime()
+    -- The last successful renewal was sent at most ttl/3 before the cut, so
+    -- the lease ends at most 0.6 s after it; the report must come before.
+    local ttl_end = cut_at + 0.6
+    assert(helpers.wait_until(function() c:poll() return lost_at end, 3, 0.005))
+    assert.is_true(lost_at <= ttl_end, string.format("reported %.3f s after the cut", lost_at - cut_at))
+    assert.is_false(l:held())
+    -- Redis itself still has the key until its own ttl: another client gets
+    -- it only after that, never before our report.
+    assert(helpers.wait_until(function()
+      local got = other:acquire(name, { ttl = 5 })
+      if got then got:release() end
+      return got
+    end, 3, 0.01))
+    proxy:kill("CONT")
+    proxy:kill("KILL")
+    proxy:wait(5)
+    c:close()
+  end)
+
+  it("keeps renewing across SCRIPT FLUSH", function()
+    local c = assert(redislock.connect { url = srv.url })
+    local name = fresh()
+    local l = assert(c:acquire(name, { ttl = 0.3 }))
+    local t0 = helpers.monotime()
+    while helpers.monotime() - t0 < 1.5 do
+      admin:command("SCRIPT", "FLUSH")
+      assert(admin:command("PTTL", "{" .. name .. "}") > 0)
+      helpers.sleep(0.05)
+    end
+    assert.is_true(l:held())
+    assert.is_true(l:release())
+    c:close()
+  end)
+
+  it("a SIGSTOPped holder loses the lock, learns it on resume, and its release is a no-op", function()
+    local name = fresh()
+    local holder = helpers.spawn(helpers.lua_cmd("spec/support/stopped_holder.lua", srv.url, name, 0.5))
+    assert(helpers.wait_until(function() return (holder:stdout() or ""):find("held") end, 5))
+    holder:kill("STOP")
+    local theirs
+    assert(helpers.wait_until(function()
+      theirs = other:acquire(name, { ttl = 10 })
+      return theirs
+    end, 3, 0.02))
+    holder:kill("CONT")
+    assert.equal(0, holder:wait(10))
+    local out = holder:stdout()
+    -- "expired" when the resumed process judges its lease first, "not held"
+    -- when a renewal on the wire was answered after the other client won
+    assert.is_truthy(out:find("lost expired", 1, true) or out:find("lost not held", 1, true), out)
+    assert.matches("release nil not held", out)
+    assert.equal(theirs.token, admin:command("GET", "{" .. name .. "}"))
+    assert.is_true(theirs:release())
+  end)
+
+  it("a forked child neither renews nor releases the parent's lock, and can hold its own", function()
+    local c = assert(redislock.connect { url = srv.url })
+    local name, own = fresh(), fresh()
+    local l = assert(c:acquire(name, { ttl = 0.4 }))
+    local result = helpers.tmpdir() .. "/child.txt"
+    local pid = assert(core.fork())
+    if pid == 0 then
+      -- The child: report, then leave without running the parent's finalizers.
+      local ok, msg = pcall(function()
+        local lines = {}
+        lines[#lines + 1] = "held " .. tostring(l:held())
+        lines[#lines + 1] = "release " .. tostring(select(2, l:release()))
+        lines[#lines + 1] = "extend " .. tostring(select(2, l:extend(5)))
+        local mine = assert(c:acquire(own, { ttl = 0.3 }))
+        core.sleep(1.2)
+        lines[#lines + 1] = "own " .. tostring(mine:held())
+        lines[#lines + 1] = "renewals " .. c:stats().renewals
+        assert(mine:release())
+        return table.concat(lines, "\n")
+      end)
+      local f = io.open(result, "w")
+      f:write(ok and msg or ("error " .. tostring(msg)))
+      f:close()
+      core._exit(ok and 0 or 1)
+    end
+    local _, how, code = core.waitpid(pid)
+    local text = read_file(result)
+    assert.equal("exited", how)
+    assert.equal(0, code, text)
+    assert.matches("held false", text)
+    assert.matches("release not held", text)
+    assert.matches("extend not held", text)
+    assert.matches("own true", text)
+    -- the parent's lock outlived the child's 1.2 s at a 0.4 s ttl: renewed
+    -- by the parent alone, never released by the child
+    assert.is_true(l:held())
+    assert.equal(l.token, admin:command("GET", "{" .. name .. "}"))
+    assert.is_true(l:release())
+    c:close()
+  end)
+
+  it("renews 10,000 locks in far fewer than 10,000 round trips per period", function()
+    local c = assert(redislock.connect { url = srv.url })
+    local locks = {}
+    for i = 1, 10000 do locks[i] = assert(c:acquire("many:" .. i, { ttl = 3 })) end
+    local s0 = c:stats()
+    helpers.sleep(3) -- three renewal periods of ttl/3
+    local s1 = c:stats()
+    local renewals, trips = s1.renewals - s0.renewals, s1.round_trips - s0.round_trips
+    assert.is_true(renewals >= 20000, "renewals " .. renewals)
+    assert.is_true(trips <= 100, "round trips " .. trips)
+    print(string.format("\n# 10000 locks, ttl 3 s: %d renewals in %d round trips over 3 s (%.1f per period)",
+      renewals, trips, trips / 3))
+    assert.equal(10000, s1.watched)
+    for i = 1, 10000 do
+      assert(locks[i]:held())
+      assert(admin:command("PTTL", "{many:" .. i .. "}") > 0)
+    end
+    for i = 1, 10000 do assert(locks[i]:release()) end
+    assert.equal(0, c:stats().watched)
+    c:close()
+  end)
+
+  describe("sends nothing for a lock", function()
+    -- Counts the extend scripts Redis executed for key after the line that
+    -- released it (release EVALSHA, or none at all for GC/close).
+    local function renewals_after(log, key, after_pattern)
+      local text = read_file(log)
+      local start = 1
+      if after_pattern then
+        start = select(2, text:find(after_pattern, 1, true))
+        assert(start, "the release is not in the MONITOR log")
+      end
+      local count = 0
+      local extend = '"' .. core.scripts.extend.sha .. '" "1" "' .. key .. '"'
+      local pos = start
+      while true do
+        local s, e = text:find(extend, pos, true)
+        if not s then break end
+        count = count + 1
+        pos = e + 1
+      end
+      return count
+    end
+
+    it("after release, also when the release races a renewal in flight", function()
+      local c = assert(redislock.connect { url = srv.url })
+      local mon, log = monitor(srv)
+      local names = {}
+      for i = 1, 60 do
+        local name = fresh("race")
+        names[i] = name
+        local l = assert(c:acquire(name, { ttl = 0.03 }))  -- renewed every 10 ms
+        helpers.sleep((i % 7) * 0.003)
+        assert(l:release())
+      end
+      helpers.sleep(0.1) -- 3x the ttl
+      mon:kill("TERM")
+      mon:wait(5)
+      for _, name in ipairs(names) do
+        local key = "{" .. name .. "}"
+        local release = '"' .. core.scripts.release.sha .. '" "1" "' .. key .. '"'
+        assert.equal(0, renewals_after(log, key, release), name)
+      end
+      assert.is_true(c:stats().renewals > 0)
+      c:close()
+    end)
+
+    it("after <close>, GC of an unreleased handle, and client:close()", function()
+      local c = assert(redislock.connect { url = srv.url })
+      local closed_name, gc_name, client_name = fresh("close"), fresh("gc"), fresh("client")
+      if _VERSION == "Lua 5.4" then
+        assert(load([[
+          local c, name = ...
+          local l <close> = assert(c:acquire(name, { ttl = 0.2 }))
+        ]]))(c, closed_name)
+      end
+      do
+        local l = assert(c:acquire(gc_name, { ttl = 0.2 })) -- luacheck: ignore 311
+        l = nil -- luacheck: ignore 311
+      end
+      collectgarbage()
+      collectgarbage()
+      local c2 = assert(redislock.connect { url = srv.url })
+      local kept = assert(c2:acquire(client_name, { ttl = 0.2 }))
+      c2:close()
+      local mon, log = monitor(srv)
+      helpers.sleep(0.6) -- 3x the ttl
+      mon:kill("TERM")
+      mon:wait(5)
+      assert.equal(0, renewals_after(log, "{" .. closed_name .. "}"))
+      assert.equal(0, renewals_after(log, "{" .. gc_name .. "}"))
+      assert.equal(0, renewals_after(log, "{" .. client_name .. "}"))
+      assert.equal(0, admin:command("EXISTS", "{" .. gc_name .. "}"))   -- the ttl freed it
+      assert.equal(0, admin:command("EXISTS", "{" .. client_name .. "}"))
+      assert.is_false(kept:held())
+      c:close()
+    end)
+  end)
+
+  it("stops renewing at max_hold and says so", function()
+    local c = assert(redislock.connect { url = srv.url })
+    local name = fresh()
+    local why
+    local l = assert(c:acquire(name, { ttl = 0.3, max_hold = 0.5, on_lost = function(_, r) why = r end }))
+    assert(helpers.wait_until(function() c:poll() return why end, 3, 0.01))
+    assert.equal("max_hold", why)
+    assert.is_false(l:held())
+    assert.equal(1, c:stats().lost.max_hold)
+    c:close()
+  end)
+
+  it("watchdog = false leaves the lease to its ttl", function()
+    local c = assert(redislock.connect { url = srv.url })
+    local name = fresh()
+    local l = assert(c:acquire(name, { ttl = 0.2, watchdog = false }))
+    helpers.sleep(0.3)
+    assert.is_false(l:held())
+    assert.equal(0, admin:command("EXISTS", "{" .. name .. "}"))
+    assert.equal(0, c:stats().renewals)
+    c:close()
+  end)
+end)
