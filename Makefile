@@ -7,6 +7,7 @@
 #   make install    into $(DESTDIR)$(PREFIX) (LUA_LMOD / LUA_CMOD)
 #   make sanitize   specs on an ASan+UBSan build of the core
 #   make valgrind   specs under memcheck
+#   make helgrind   watchdog specs under helgrind
 #   make rock       luarocks make into a temp tree, then require it from there
 #
 # Another Lua: make LUA_VERSION=5.1, or make LUA=luajit LUA_PC=luajit.
@@ -46,7 +47,7 @@ LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lu
 
 TARGET  = redislock/core.so
 
-.PHONY: all deps test-deps test specs lint demo install uninstall clean sanitize valgrind rock
+.PHONY: all deps test-deps test specs lint demo install uninstall clean sanitize valgrind helgrind rock
 
 all: $(TARGET)
 
@@ -70,7 +71,7 @@ test: test-deps
 	@LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(SPECS)
 
 lint: test-deps
-	luacheck lua/ spec/ bench/ bin/ tools/
+	luacheck -q $(wildcard lua spec bench bin tools)
 
 demo: test-deps
 	@$(MAKE) --no-print-directory all
@@ -89,8 +90,13 @@ sanitize: test-deps build/asan/$(TARGET)
 	 REDISLOCK_CPATH="./build/asan/?.so" LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(SPECS)
 
 valgrind: test-deps all
-	@LUA="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+	@REDISLOCK_VALGRIND=1 LUA="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --child-silent-after-fork=yes \
 	 --suppressions=tools/valgrind.supp $(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(SPECS)
+
+# The watchdog thread under helgrind: data races and lock-order errors.
+helgrind: test-deps all
+	@REDISLOCK_VALGRIND=1 LUA="valgrind -q --tool=helgrind --error-exitcode=98 --child-silent-after-fork=yes \
+	 --suppressions=tools/helgrind.supp $(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh spec/06-watchdog_spec.lua
 
 rock: test-deps
 	@tools/rock_check.sh "$(LUA_VERSION)"

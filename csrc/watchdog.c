@@ -104,14 +104,18 @@ static pthread_mutex_t wd_registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static wd *wd_registry;
 static pthread_once_t wd_atfork_once = PTHREAD_ONCE_INIT;
 
-static void wd_init_sync(wd *w) {
+static void wd_init_conds(wd *w) {
     pthread_condattr_t attr;
-    pthread_mutex_init(&w->mu, NULL);
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&w->wake, &attr);
     pthread_cond_init(&w->done, &attr);
     pthread_condattr_destroy(&attr);
+}
+
+static void wd_init_sync(wd *w) {
+    pthread_mutex_init(&w->mu, NULL);
+    wd_init_conds(w);
 }
 
 /* Before fork: hold every lock, so the child gets them in a known state. */
@@ -129,20 +133,24 @@ static void wd_atfork_parent(void) {
 
 /* In the child only state is reset (no I/O, no allocation): there is no
  * thread here, nothing is in flight, the parent's pending reports are not
- * ours, and the connection and eventfd are the parent's. */
+ * ours, and the connection and eventfd are the parent's. The mutexes were
+ * taken by this very thread in prepare, so they are simply unlocked; the
+ * condition variables may still count the vanished thread as a waiter, so
+ * they are made anew. */
 static void wd_atfork_child(void) {
     wd *w;
     uint32_t i;
     for (w = wd_registry; w; w = w->next_wd) {
-        wd_init_sync(w);
+        wd_init_conds(w);
         w->running = 0;
         w->stopping = 0;
         w->inherited = 1;
         w->nlosses = 0;
         for (i = 0; i < w->nslots; i++)
             if (w->slots[i]) w->slots[i]->in_flight = 0;
+        pthread_mutex_unlock(&w->mu);
     }
-    pthread_mutex_init(&wd_registry_mu, NULL);
+    pthread_mutex_unlock(&wd_registry_mu);
 }
 
 static void wd_atfork_register(void) {
@@ -690,8 +698,10 @@ int wd_take_losses(wd *w, uint64_t *ids, int *states, int max) {
         states[n] = w->losses[n].state;
         n++;
     }
-    memmove(w->losses, w->losses + n, (w->nlosses - (size_t)n) * sizeof *w->losses);
-    w->nlosses -= (size_t)n;
+    if (n > 0) {
+        memmove(w->losses, w->losses + n, (w->nlosses - (size_t)n) * sizeof *w->losses);
+        w->nlosses -= (size_t)n;
+    }
     if (w->nlosses == 0 && w->efd >= 0 && read(w->efd, &counter, sizeof counter) < 0) {
         /* EAGAIN: nothing was signalled */
     }

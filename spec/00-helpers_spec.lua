@@ -265,7 +265,8 @@ describe("spawn", function()
     ]]))
     finally(function() p:stop() end)
     assert.equal(0, p:wait(10), p:stderr())
-    assert.equal(table.concat({ _VERSION, root .. "/lua/?.lua", root .. "/?.so", p.pid }, "\n")
+    local cpath = (os.getenv("REDISLOCK_CPATH") or "./?.so"):gsub("^%./", root .. "/")
+    assert.equal(table.concat({ _VERSION, root .. "/lua/?.lua", cpath, p.pid }, "\n")
       .. "\n", p:stdout()) -- a simple command, so p.pid is lua itself
 
     local file = helpers.tmpdir() .. "/script.lua"

@@ -23,8 +23,10 @@ describe("multi-process torture", function()
 
   it(PROCESSES .. " processes x " .. ITERATIONS .. " critical sections keep an exact count", function()
     local procs = {}
+    local start_at = string.format("%.6f", core.monotime() + 0.5) -- all begin together
     for i = 1, PROCESSES do
-      procs[i] = helpers.spawn(helpers.lua_cmd("spec/support/counter_worker.lua", srv.url, "torture", ITERATIONS))
+      procs[i] = helpers.spawn(helpers.lua_cmd("tools/counter_worker.lua", srv.url, "torture",
+        ITERATIONS, "counter", start_at))
     end
     local holds = {}
     for i, p in ipairs(procs) do

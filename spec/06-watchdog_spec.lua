@@ -210,6 +210,10 @@ describe("watchdog", function()
     local _, how, code = core.waitpid(pid)
     local text = read_file(result)
     assert.equal("exited", how)
+    -- Under `make valgrind` the child leaves by _exit with everything still
+    -- allocated (by design: it must not run the parent's finalizers), which
+    -- memcheck turns into its error exit code.
+    if os.getenv("REDISLOCK_VALGRIND") and code == 99 then code = 0 end
     assert.equal(0, code, text)
     assert.matches("held false", text)
     assert.matches("release not held", text)
@@ -299,10 +303,8 @@ describe("watchdog", function()
           local l <close> = assert(c:acquire(name, { ttl = 0.2 }))
         ]]))(c, closed_name)
       end
-      do
-        local l = assert(c:acquire(gc_name, { ttl = 0.2 })) -- luacheck: ignore 311
-        l = nil -- luacheck: ignore 311
-      end
+      -- taken and dropped without a release: only the collector sees it
+      assert(c:acquire(gc_name, { ttl = 0.2 }))
       collectgarbage()
       collectgarbage()
       local c2 = assert(redislock.connect { url = srv.url })

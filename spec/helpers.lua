@@ -490,9 +490,12 @@ local ROOT = trim((M.sh("pwd")))
 -- an existing file; extra args are then passed to it) with the repo's
 -- ./lua and ./?.so (redislock/core.so) first on package.path/cpath.
 function M.lua_cmd(code_or_file, ...)
+  -- REDISLOCK_CPATH (make sanitize) points children at the same core build.
+  local cpath = os.getenv("REDISLOCK_CPATH") or "./?.so"
+  cpath = cpath:gsub("^%./", ROOT .. "/") .. ";"
   local prelude = ("package.path = %q .. package.path; package.cpath = %q .. package.cpath"):format(
     ROOT .. "/lua/?.lua;" .. ROOT .. "/lua/?/init.lua;" .. ROOT .. "/?.lua;",
-    ROOT .. "/?.so;")
+    cpath)
   local a = { quote(M.lua_bin), "-e", quote(prelude) }
   local f = not code_or_file:find("\n") and io.open(code_or_file, "r")
   if f then
