@@ -227,7 +227,7 @@ describe("watchdog", function()
     c:close()
   end)
 
-  it("renews 10,000 locks in far fewer than 10,000 round trips per period", function()
+  it("renews 10,000 locks in far fewer than 10,000 round trips per period #heavy", function()
     local c = assert(redislock.connect { url = srv.url })
     local locks = {}
     for i = 1, 10000 do locks[i] = assert(c:acquire("many:" .. i, { ttl = 3 })) end
