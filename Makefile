@@ -102,14 +102,20 @@ helgrind: test-deps all
 rock: test-deps
 	@tools/rock_check.sh "$(LUA_VERSION)"
 
+# bin/redislock gets the absolute path of the Lua it was built for.
+LUA_ABS = $(shell command -v $(firstword $(LUA)) 2>/dev/null || echo /usr/bin/env $(LUA))
+
 install: all
-	install -d $(DESTDIR)$(LUA_CMOD)/redislock $(DESTDIR)$(LUA_LMOD)/redislock/scripts
+	install -d $(DESTDIR)$(LUA_CMOD)/redislock $(DESTDIR)$(LUA_LMOD)/redislock/scripts $(DESTDIR)$(BINDIR)
 	install -m 0755 $(TARGET) $(DESTDIR)$(LUA_CMOD)/redislock/core.so
 	install -m 0644 lua/redislock.lua $(DESTDIR)$(LUA_LMOD)/redislock.lua
 	install -m 0644 $(SCRIPTS) $(DESTDIR)$(LUA_LMOD)/redislock/scripts/
 	$(if $(LUA_MODULES),install -m 0644 $(LUA_MODULES) $(DESTDIR)$(LUA_LMOD)/redislock/)
+	sed '1s|.*|#!$(LUA_ABS)|' bin/redislock > $(DESTDIR)$(BINDIR)/redislock
+	chmod 0755 $(DESTDIR)$(BINDIR)/redislock
 
 uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/redislock
 	rm -rf $(DESTDIR)$(LUA_CMOD)/redislock $(DESTDIR)$(LUA_LMOD)/redislock
 	rm -f $(DESTDIR)$(LUA_LMOD)/redislock.lua
 

@@ -303,6 +303,16 @@ static int meth_stats(lua_State *L) {
     return 1;
 }
 
+/* client:set_timeout(seconds): the per-command timeout from now on (0 waits
+ * forever). A blocking wait (BLPOP) needs one longer than its own. */
+static int meth_set_timeout(lua_State *L) {
+    client_ud *u = client_check(L);
+    lua_Number t = luaL_checknumber(L, 2);
+    if (!(t >= 0 && t <= 86400)) return luaL_argerror(L, 2, "timeout out of range");
+    conn_set_timeouts(u->conn, u->conn->cfg.connect_timeout_ms, (long)(t * 1000));
+    return 0;
+}
+
 /* client:close() -> true. Idempotent; also __gc and __close. Stops and
  * joins the watchdog thread; watch handles keep its memory alive. */
 static int meth_close(lua_State *L) {
@@ -346,6 +356,7 @@ static const luaL_Reg client_methods[] = {
     {"losses", meth_losses},
     {"fd", meth_fd},
     {"stats", meth_stats},
+    {"set_timeout", meth_set_timeout},
     {"close", meth_close},
     {"closed", meth_closed},
     {NULL, NULL}

@@ -254,5 +254,6 @@ redisReply *conn_read(conn *c) {
 void conn_set_timeouts(conn *c, long connect_ms, long command_ms) {
     c->cfg.connect_timeout_ms = connect_ms;
     c->cfg.timeout_ms = command_ms;
-    if (c->ctx != NULL && command_ms > 0) redisSetTimeout(c->ctx, conn_tv(command_ms));
+    /* A zero timeval means no timeout at all, as for a fresh socket. */
+    if (c->ctx != NULL) redisSetTimeout(c->ctx, conn_tv(command_ms));
 }

@@ -96,7 +96,7 @@ end
 local Lock = {}
 Lock.__index = Lock
 
-local function new_lock(client, name, key, token, fence, ttl, expires, on_lost)
+local function new_lock(client, name, keys, token, fence, ttl, expires, on_lost)
   return setmetatable({
     name = name,
     token = token,
@@ -104,7 +104,7 @@ local function new_lock(client, name, key, token, fence, ttl, expires, on_lost)
     ttl = ttl,
     lost_reason = nil,        -- why the lease was lost, once it was
     _client = client,
-    _key = key,
+    _keys = keys,
     _expires = expires,       -- monotonic time when our lease surely ends
     _state = "held",          -- "held", "released" or "lost"
     _pid = getpid(),          -- a forked child must not act on our lock
@@ -154,7 +154,7 @@ function Lock:extend(ttl)
   self._client:poll()
   if self._state == "released" or self._pid ~= getpid() then return nil, "not held" end
   local t0 = monotime()
-  local r, err = self._client._conn:script("extend", self._key, self.token, ttl_ms(ttl))
+  local r, err = self._client._conn:script("extend", self._keys.lock, self.token, ttl_ms(ttl))
   if not r then return nil, err end
   if r ~= 1 then
     self:_lose("not held")
@@ -176,7 +176,8 @@ function Lock:release()
   -- Unregister first: unwatch waits for a renewal on the wire, so the
   -- watchdog sends nothing for this key once the release is on its way.
   if self._watch then self._watch:unwatch() end
-  local r, err = self._client._conn:script("release", self._key, self.token)
+  local k = self._keys
+  local r, err = self._client._conn:script("release", k.lock, k.waiters, k.signal, self.token)
   if not r then return nil, err end
   self._state = "released"
   if r ~= 1 then return nil, "not held" end
@@ -202,18 +203,94 @@ Client.__index = Client
 
 local ACQUIRE_OPTIONS = {
   ttl = true, wait = true, watchdog = true, on_lost = true, max_hold = true,
+  notify = true,
 }
 
--- Key layout: the name is the hash tag, so the lock and its fence counter
--- land in one Cluster slot and the acquire script may touch both.
+-- Key layout: the name is the hash tag, so the lock, its fence counter and
+-- its wait signals land in one Cluster slot and one script may touch them.
 function Client:_keys(name)
   local key = self._prefix .. "{" .. name .. "}"
-  return key, key .. ":fence"
+  return {
+    lock = key,
+    fence = key .. ":fence",        -- grows with every grant; no ttl
+    waiters = key .. ":waiters",    -- set while someone waits for a release
+    signal = key .. ":signal",      -- release leaves a wakeup here
+  }
+end
+
+-- The connection that waiters block on, so that a BLPOP never holds up the
+-- client's main connection (and the watchdog has its own anyway).
+function Client:_wait_conn()
+  if not self._waiter then
+    local conn, err = core.connect(self._cfg)
+    if not conn then return nil, err end
+    self._waiter = conn
+  end
+  return self._waiter
+end
+
+-- Blocks until a release of `keys` leaves a wakeup, or `seconds` pass.
+-- Returns true when woken or timed out; nil, err when the wait connection
+-- failed (the caller falls back to sleeping).
+--
+-- Redis checks blocking timeouts only as often as its `hz` (every 100 ms by
+-- default), so a BLPOP may return well after its timeout. Our own socket
+-- timeout, a hair after it, is what keeps the caller's deadline: when it
+-- fires, the connection is dropped (the server forgets the BLPOP with it)
+-- and the next wait reconnects.
+function Client:_wait_release(keys, seconds)
+  local conn, err = self:_wait_conn()
+  if not conn then return nil, err end
+  conn:set_timeout(seconds + 0.005)
+  local r
+  r, err = conn:command("BLPOP", keys.signal, string.format("%.3f", seconds))
+  if r == nil and not err:find("timed out", 1, true) then return nil, err end
+  return true
+end
+
+-- One attempt. Returns the lock; or nil, err, holder_ms.
+function Client:_try(name, keys, ttl, notify, opts, max_hold)
+  local conn = self._conn
+  local token = assert(core.token())
+  local t0 = monotime()
+  local r, err = conn:script("acquire", keys.lock, keys.fence, keys.waiters, token,
+    ttl_ms(ttl), notify and "1" or "0")
+  if not r then return nil, err end
+  if r[1] ~= 1 then return nil, "busy", r[2] end
+  local expires = lease_end(t0, ttl)
+  if monotime() >= expires then
+    -- The reply came so late that the lease may be over already: handing
+    -- it out would let the caller act without a lock (etcd #11456).
+    conn:script("release", keys.lock, keys.waiters, keys.signal, token)
+    return nil, "timeout"
+  end
+  local lock = new_lock(self, name, keys, token, r[2], ttl, expires, opts.on_lost)
+  if opts.watchdog == false then return lock end
+  local watch, werr = conn:watch(keys.lock, token, ttl, expires, max_hold and t0 + max_hold)
+  if not watch then
+    -- No watchdog, no lock: the caller asked for a lease that lives as
+    -- long as it does, and we cannot promise that.
+    conn:script("release", keys.lock, keys.waiters, keys.signal, token)
+    return nil, werr
+  end
+  lock._watch = watch
+  self._locks[watch:id()] = lock
+  return lock
 end
 
 --- Takes the lock `name`, waiting up to opts.wait seconds for it.
--- syntax: lock, err = client:acquire(name, {ttl=30, wait=0, watchdog=true, on_lost=fn})
+-- syntax: lock, err = client:acquire(name, {ttl=30, wait=0, watchdog=true,
+--           on_lost=fn, max_hold=nil, notify=true})
 -- err: "busy" (tried once), "timeout" (waited), or a connection/redis error.
+--
+-- Waiting: after a failed attempt the waiter blocks (BLPOP on its own
+-- connection) until the holder's release leaves a wakeup, or until the
+-- holder's lease would end, whichever is first, then tries again. No wakeup
+-- is lost: the failed attempt marks the name as waited for, and a release
+-- that comes before the BLPOP leaves its wakeup in the list. With
+-- notify = false, or when the wait connection fails, it sleeps with
+-- exponential backoff and full jitter instead. The deadline is kept on the
+-- monotonic clock.
 function Client:acquire(name, opts)
   check_name("acquire", name)
   opts = check_options("acquire", opts, ACQUIRE_OPTIONS)
@@ -223,58 +300,85 @@ function Client:acquire(name, opts)
   check_number("acquire", "wait", wait, 0, MAX_TTL, true)
   check_type("acquire", "watchdog", opts.watchdog, "boolean", true)
   check_type("acquire", "on_lost", opts.on_lost, "function", true)
-  local watchdog = opts.watchdog ~= false
+  check_type("acquire", "notify", opts.notify, "boolean", true)
   local max_hold = opts.max_hold
   if max_hold ~= nil then check_number("acquire", "max_hold", max_hold, MIN_TTL, MAX_TTL) end
   self:poll()
 
-  local conn = self._conn
-  local key, fence_key = self:_keys(name)
-  local ms = ttl_ms(ttl)
+  local keys = self:_keys(name)
+  local notify = wait > 0 and opts.notify ~= false
   local deadline = monotime() + wait
   local attempt = 0
   while true do
-    local token = assert(core.token())
-    local t0 = monotime()
-    local r, err = conn:script("acquire", key, fence_key, token, ms)
-    local holder_ms
-    if r and r[1] == 1 then
-      local expires = lease_end(t0, ttl)
-      if monotime() < expires then
-        local lock = new_lock(self, name, key, token, r[2], ttl, expires, opts.on_lost)
-        if not watchdog then return lock end
-        local watch, werr = conn:watch(key, token, ttl, expires, max_hold and t0 + max_hold)
-        if watch then
-          lock._watch = watch
-          self._locks[watch:id()] = lock
-          return lock
-        end
-        -- No watchdog, no lock: the caller asked for a lease that lives as
-        -- long as it does, and we cannot promise that.
-        conn:script("release", key, token)
-        return nil, werr
-      end
-      -- The reply came so late that the lease may be over already: handing
-      -- it out would let the caller act without a lock (etcd #11456).
-      conn:script("release", key, token)
-      err = "timeout"
-    elseif r then
-      holder_ms = r[2]
-      err = "busy"
-    end
-    local now = monotime()
+    local lock, err, holder_ms = self:_try(name, keys, ttl, notify, opts, max_hold)
+    if lock then return lock end
     if wait == 0 then return nil, err end
+    local now = monotime()
     if now >= deadline then
       return nil, (err == "busy" or err == "timeout") and "timeout" or err
     end
     attempt = attempt + 1
-    local pause = backoff.delay(attempt)
-    if holder_ms and holder_ms > 0 then
-      -- Never sleep past the moment the holder's lease runs out.
-      pause = math.min(pause, holder_ms / 1000)
+    -- Never wait past the moment the holder's lease runs out.
+    local limit = deadline - now
+    if holder_ms and holder_ms > 0 then limit = math.min(limit, holder_ms / 1000) end
+    local woken = false
+    if notify and err == "busy" and limit >= 0.001 then
+      woken = self:_wait_release(keys, limit)
     end
-    self._sleep(math.min(pause, deadline - now))
+    if not woken and not (holder_ms and holder_ms <= 0 and err == "busy") then
+      self._sleep(math.min(backoff.delay(attempt), limit))
+    end
   end
+end
+
+--- What Redis says about the lock `name` now (for operators and the CLI).
+-- syntax: info, err = client:inspect(name)
+-- info: { held = bool, ttl = seconds or nil, fence = last fence drawn (0 if
+-- never), token = the holder's token or nil }. Treat the token as a secret.
+function Client:inspect(name)
+  check_name("inspect", name)
+  local keys = self:_keys(name)
+  local conn = self._conn
+  local token, err = conn:command("GET", keys.lock)
+  if token == nil then return nil, err end
+  local pttl
+  pttl, err = conn:command("PTTL", keys.lock)
+  if pttl == nil then return nil, err end
+  local fence
+  fence, err = conn:command("GET", keys.fence)
+  if fence == nil then return nil, err end
+  return {
+    held = token ~= false,
+    ttl = (token and pttl > 0) and pttl / 1000 or nil,
+    fence = fence and tonumber(fence) or 0,
+    token = token or nil,
+  }
+end
+
+--- Releases `name` on behalf of its holder, given the holder's token (an
+-- operator's tool): the same compare-and-delete as lock:release().
+-- syntax: ok, err = client:release_token(name, token)
+function Client:release_token(name, token)
+  check_name("release_token", name)
+  check_type("release_token", "token", token, "string")
+  local k = self:_keys(name)
+  local r, err = self._conn:script("release", k.lock, k.waiters, k.signal, token)
+  if not r then return nil, err end
+  if r ~= 1 then return nil, "not held" end
+  return true
+end
+
+--- Deletes `name` whoever holds it (a stuck lock), waking its waiters. The
+-- holder is not told until its next renewal; prefer release_token.
+-- syntax: ok, err = client:break_lock(name)
+function Client:break_lock(name)
+  check_name("break_lock", name)
+  local info, err = self:inspect(name)
+  if not info then return nil, err end
+  if not info.held then return nil, "not held" end
+  -- Compare-and-delete on the token just read: if it changed hands in
+  -- between, the new holder is left alone.
+  return self:release_token(name, info.token)
 end
 
 --- Runs fn(lock, ...) holding the lock, and releases it on every path.
@@ -340,6 +444,7 @@ end
 -- syntax: client:close()
 function Client:close()
   self._conn:close()
+  if self._waiter then self._waiter:close() end
   return true
 end
 
@@ -406,6 +511,8 @@ function _M.connect(opts)
   if not conn then return nil, err end
   return setmetatable({
     _conn = conn,
+    _cfg = cfg,                 -- for the wait connection, made on first wait
+    _waiter = nil,
     _prefix = prefix,
     _sleep = core.sleep,
     _locks = setmetatable({}, { __mode = "v" }), -- watch id -> lock, for on_lost

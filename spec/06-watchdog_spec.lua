@@ -287,7 +287,8 @@ describe("watchdog", function()
       mon:wait(5)
       for _, name in ipairs(names) do
         local key = "{" .. name .. "}"
-        local release = '"' .. core.scripts.release.sha .. '" "1" "' .. key .. '"'
+        local release = '"' .. core.scripts.release.sha .. '" "' .. core.scripts.release.keys
+          .. '" "' .. key .. '"'
         assert.equal(0, renewals_after(log, key, release), name)
       end
       assert.is_true(c:stats().renewals > 0)

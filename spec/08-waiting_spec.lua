@@ -1,0 +1,145 @@
+-- Waiting for a busy lock: woken by the release itself, never past the
+-- holder's lease, no lost wakeups, and the wait deadline kept.
+local helpers = require "spec.helpers"
+local redislock = require "redislock"
+local core = require "redislock.core"
+
+local function holds_of(text)
+  local holds = {}
+  for t0, t1, fence in text:gmatch("hold (%S+) (%S+) (%d+)") do
+    holds[#holds + 1] = { tonumber(t0), tonumber(t1), tonumber(fence) }
+  end
+  return holds
+end
+
+describe("waiting", function()
+  local srv, client
+
+  setup(function()
+    srv = helpers.start_redis()
+    client = assert(redislock.connect { url = srv.url })
+  end)
+
+  teardown(function()
+    client:close()
+    srv:stop()
+  end)
+
+  -- A holder process that releases at a time it reports.
+  local function holder(name, hold_s)
+    local p = helpers.spawn(helpers.lua_cmd(string.format([[
+      local redislock = require "redislock"
+      local core = require "redislock.core"
+      local c = assert(redislock.connect { url = %q })
+      local l = assert(c:acquire(%q, { ttl = 10 }))
+      print("held") io.stdout:flush()
+      core.sleep(%f)
+      local t = core.monotime()
+      assert(l:release())
+      print(string.format("released %%.9f", t)) io.stdout:flush()
+    ]], srv.url, name, hold_s)))
+    assert(helpers.wait_until(function() return p:stdout():find("held") end, 5))
+    return p
+  end
+
+  for _, notify in ipairs({ true, false }) do
+    it("a waiter gets the lock soon after the release (notify = " .. tostring(notify) .. ")", function()
+      local name = "wake:" .. tostring(notify)
+      local p = holder(name, 0.4)
+      local l = assert(client:acquire(name, { ttl = 5, wait = 5, notify = notify }))
+      local got = core.monotime()
+      assert.equal(0, p:wait(5))
+      local released = tonumber(p:stdout():match("released (%S+)"))
+      local delay = got - released
+      -- With notification it is one round trip; the polling fallback may
+      -- sleep up to its 100 ms cap. Loose bounds: CI machines are noisy.
+      if notify then
+        assert.is_true(delay < 0.05, string.format("woken %.1f ms after the release", delay * 1000))
+      else
+        assert.is_true(delay < 0.3, string.format("took %.1f ms", delay * 1000))
+      end
+      l:release()
+    end)
+  end
+
+  it("a waiter whose holder died gets the lock at the lease end", function()
+    local name = "dead-holder"
+    local p = helpers.spawn(helpers.lua_cmd(string.format([[
+      local redislock = require "redislock"
+      local c = assert(redislock.connect { url = %q })
+      assert(c:acquire(%q, { ttl = 0.6 }))
+      print("held") io.stdout:flush()
+      require("redislock.core").sleep(60)
+    ]], srv.url, name)))
+    assert(helpers.wait_until(function() return p:stdout():find("held") end, 5))
+    helpers.sleep(0.3) -- a renewal or two
+    p:kill("KILL")
+    local killed = core.monotime()
+    local l = assert(client:acquire(name, { ttl = 5, wait = 5 }))
+    local waited = core.monotime() - killed
+    -- the last renewal was at most ttl/3 before the kill: free within a ttl
+    assert.is_true(waited < 0.6 + 0.2, "waited " .. waited)
+    l:release()
+    p:wait(5)
+  end)
+
+  it("loses no wakeup over 1,000 handoffs between two processes", function()
+    local name = "handoffs"
+    local start_at = string.format("%.6f", core.monotime() + 0.5)
+    local procs = {}
+    for i = 1, 2 do
+      -- ttl 30: a lost wakeup would stall a waiter for up to 30 s
+      procs[i] = helpers.spawn(helpers.lua_cmd("tools/counter_worker.lua", srv.url, name, 500,
+        "handoff-counter", start_at, 0, 1, 1, 30))
+    end
+    local holds = {}
+    for i, p in ipairs(procs) do
+      assert.equal(0, p:wait(120), p:stderr())
+      for _, h in ipairs(holds_of(p:stdout())) do
+        h[4] = i
+        holds[#holds + 1] = h
+      end
+    end
+    assert.equal(1000, #holds)
+    table.sort(holds, function(x, y) return x[3] < y[3] end)
+    local handoffs, worst = 0, 0
+    for i = 2, #holds do
+      assert(holds[i][1] >= holds[i - 1][2], "overlap at fence " .. holds[i][3])
+      if holds[i][4] ~= holds[i - 1][4] then
+        handoffs = handoffs + 1
+        worst = math.max(worst, holds[i][1] - holds[i - 1][2])
+      end
+    end
+    assert.is_true(handoffs >= 900, "only " .. handoffs .. " handoffs")
+    assert.is_true(worst < 1, string.format("a handoff took %.3f s", worst))
+    assert.equal("1000", srv:cli_raw("GET", "handoff-counter"))
+  end)
+
+  it("keeps the wait deadline within a small margin", function()
+    local name = "deadline"
+    local l = assert(client:acquire(name, { ttl = 10 }))
+    local other = assert(redislock.connect { url = srv.url })
+    for _, wait in ipairs({ 0.05, 0.3, 1 }) do
+      local t0 = core.monotime()
+      local got, err = other:acquire(name, { ttl = 1, wait = wait })
+      local took = core.monotime() - t0
+      assert.is_nil(got)
+      assert.equal("timeout", err)
+      assert.is_true(took >= wait and took < wait + 0.1, string.format("wait %g took %.3f", wait, took))
+    end
+    other:close()
+    l:release()
+  end)
+
+  it("blocks on its own connection: the main one stays usable meanwhile", function()
+    local name = "own-conn"
+    local p = holder(name, 0.5)
+    -- a coroutine cannot interleave a blocking call, so check the layout:
+    -- after a wait, the client has a separate waiter connection
+    local l = assert(client:acquire(name, { ttl = 5, wait = 5 }))
+    assert.is_truthy(client._waiter)
+    assert.are_not.equal(client._waiter, client._conn)
+    l:release()
+    assert.equal(0, p:wait(5))
+  end)
+end)
