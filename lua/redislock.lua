@@ -176,8 +176,7 @@ function Lock:release()
   -- Unregister first: unwatch waits for a renewal on the wire, so the
   -- watchdog sends nothing for this key once the release is on its way.
   if self._watch then self._watch:unwatch() end
-  local k = self._keys
-  local r, err = self._client._conn:script("release", k.lock, k.waiters, k.signal, self.token)
+  local r, err = self._client:_release_keys(self._keys, self.token)
   if not r then return nil, err end
   self._state = "released"
   if r ~= 1 then return nil, "not held" end
@@ -203,8 +202,13 @@ Client.__index = Client
 
 local ACQUIRE_OPTIONS = {
   ttl = true, wait = true, watchdog = true, on_lost = true, max_hold = true,
-  notify = true,
+  notify = true, fair = true,
 }
+
+-- Fair waiters try again at least this often (seconds), which keeps their
+-- place in line; one that stops trying loses its place after FAIR_KEEP.
+local FAIR_HEARTBEAT = 1
+local FAIR_KEEP_MS = 2500
 
 -- Key layout: the name is the hash tag, so the lock, its fence counter and
 -- its wait signals land in one Cluster slot and one script may touch them.
@@ -214,7 +218,10 @@ function Client:_keys(name)
     lock = key,
     fence = key .. ":fence",        -- grows with every grant; no ttl
     waiters = key .. ":waiters",    -- set while someone waits for a release
-    signal = key .. ":signal",      -- release leaves a wakeup here
+    signal = key .. ":signal",      -- release leaves a wakeup here (fair
+                                    -- waiters: here .. ":" .. their token)
+    queue = key .. ":queue",        -- fair waiters in arrival order
+    deadlines = key .. ":queue:deadlines",
   }
 end
 
@@ -238,30 +245,39 @@ end
 -- timeout, a hair after it, is what keeps the caller's deadline: when it
 -- fires, the connection is dropped (the server forgets the BLPOP with it)
 -- and the next wait reconnects.
-function Client:_wait_release(keys, seconds)
+function Client:_wait_release(signal, seconds)
   local conn, err = self:_wait_conn()
   if not conn then return nil, err end
   conn:set_timeout(seconds + 0.005)
   local r
-  r, err = conn:command("BLPOP", keys.signal, string.format("%.3f", seconds))
+  r, err = conn:command("BLPOP", signal, string.format("%.3f", seconds))
   if r == nil and not err:find("timed out", 1, true) then return nil, err end
   return true
 end
 
+function Client:_release_keys(keys, token)
+  return self._conn:script("release", keys.lock, keys.waiters, keys.signal, keys.queue, token)
+end
+
 -- One attempt. Returns the lock; or nil, err, holder_ms.
-function Client:_try(name, keys, ttl, notify, opts, max_hold)
+function Client:_try(name, keys, token, ttl, mode, opts, max_hold)
   local conn = self._conn
-  local token = assert(core.token())
   local t0 = monotime()
-  local r, err = conn:script("acquire", keys.lock, keys.fence, keys.waiters, token,
-    ttl_ms(ttl), notify and "1" or "0")
+  local r, err
+  if mode == "fair" then
+    r, err = conn:script("acquire_fair", keys.lock, keys.fence, keys.queue, keys.deadlines,
+      token, ttl_ms(ttl), FAIR_KEEP_MS)
+  else
+    r, err = conn:script("acquire", keys.lock, keys.fence, keys.waiters, token,
+      ttl_ms(ttl), mode == "notify" and "1" or "0")
+  end
   if not r then return nil, err end
   if r[1] ~= 1 then return nil, "busy", r[2] end
   local expires = lease_end(t0, ttl)
   if monotime() >= expires then
     -- The reply came so late that the lease may be over already: handing
     -- it out would let the caller act without a lock (etcd #11456).
-    conn:script("release", keys.lock, keys.waiters, keys.signal, token)
+    self:_release_keys(keys, token)
     return nil, "timeout"
   end
   local lock = new_lock(self, name, keys, token, r[2], ttl, expires, opts.on_lost)
@@ -270,7 +286,7 @@ function Client:_try(name, keys, ttl, notify, opts, max_hold)
   if not watch then
     -- No watchdog, no lock: the caller asked for a lease that lives as
     -- long as it does, and we cannot promise that.
-    conn:script("release", keys.lock, keys.waiters, keys.signal, token)
+    self:_release_keys(keys, token)
     return nil, werr
   end
   lock._watch = watch
@@ -280,7 +296,7 @@ end
 
 --- Takes the lock `name`, waiting up to opts.wait seconds for it.
 -- syntax: lock, err = client:acquire(name, {ttl=30, wait=0, watchdog=true,
---           on_lost=fn, max_hold=nil, notify=true})
+--           on_lost=fn, max_hold=nil, notify=true, fair=false})
 -- err: "busy" (tried once), "timeout" (waited), or a connection/redis error.
 --
 -- Waiting: after a failed attempt the waiter blocks (BLPOP on its own
@@ -289,8 +305,9 @@ end
 -- is lost: the failed attempt marks the name as waited for, and a release
 -- that comes before the BLPOP leaves its wakeup in the list. With
 -- notify = false, or when the wait connection fails, it sleeps with
--- exponential backoff and full jitter instead. The deadline is kept on the
--- monotonic clock.
+-- exponential backoff and full jitter instead. With fair = true waiters
+-- queue in Redis and are granted in arrival order. The deadline is kept on
+-- the monotonic clock.
 function Client:acquire(name, opts)
   check_name("acquire", name)
   opts = check_options("acquire", opts, ACQUIRE_OPTIONS)
@@ -301,34 +318,47 @@ function Client:acquire(name, opts)
   check_type("acquire", "watchdog", opts.watchdog, "boolean", true)
   check_type("acquire", "on_lost", opts.on_lost, "function", true)
   check_type("acquire", "notify", opts.notify, "boolean", true)
+  check_type("acquire", "fair", opts.fair, "boolean", true)
   local max_hold = opts.max_hold
   if max_hold ~= nil then check_number("acquire", "max_hold", max_hold, MIN_TTL, MAX_TTL) end
   self:poll()
 
   local keys = self:_keys(name)
-  local notify = wait > 0 and opts.notify ~= false
+  -- One token for the whole call: it is also a fair waiter's place in line.
+  local token = assert(core.token())
+  local mode = opts.fair and wait > 0 and "fair"
+    or (wait > 0 and opts.notify ~= false) and "notify" or "poll"
+  local signal = mode == "fair" and keys.signal .. ":" .. token or keys.signal
   local deadline = monotime() + wait
   local attempt = 0
+  local lock, err, holder_ms
   while true do
-    local lock, err, holder_ms = self:_try(name, keys, ttl, notify, opts, max_hold)
-    if lock then return lock end
-    if wait == 0 then return nil, err end
+    lock, err, holder_ms = self:_try(name, keys, token, ttl, mode, opts, max_hold)
+    if lock or wait == 0 then break end
     local now = monotime()
     if now >= deadline then
-      return nil, (err == "busy" or err == "timeout") and "timeout" or err
+      if err == "busy" then err = "timeout" end
+      break
     end
     attempt = attempt + 1
     -- Never wait past the moment the holder's lease runs out.
     local limit = deadline - now
     if holder_ms and holder_ms > 0 then limit = math.min(limit, holder_ms / 1000) end
+    if mode == "fair" then limit = math.min(limit, FAIR_HEARTBEAT) end
     local woken = false
-    if notify and err == "busy" and limit >= 0.001 then
-      woken = self:_wait_release(keys, limit)
+    if mode ~= "poll" and err == "busy" and limit >= 0.001 then
+      woken = self:_wait_release(signal, limit)
     end
-    if not woken and not (holder_ms and holder_ms <= 0 and err == "busy") then
+    if not woken and not (mode ~= "fair" and holder_ms and holder_ms <= 0 and err == "busy") then
       self._sleep(math.min(backoff.delay(attempt), limit))
     end
   end
+  if not lock and mode == "fair" then
+    -- Leave the line, passing on a wakeup we may have been owed.
+    self._conn:script("dequeue", keys.lock, keys.queue, keys.deadlines, keys.signal, token)
+  end
+  if lock then return lock end
+  return nil, err
 end
 
 --- What Redis says about the lock `name` now (for operators and the CLI).
@@ -361,8 +391,7 @@ end
 function Client:release_token(name, token)
   check_name("release_token", name)
   check_type("release_token", "token", token, "string")
-  local k = self:_keys(name)
-  local r, err = self._conn:script("release", k.lock, k.waiters, k.signal, token)
+  local r, err = self:_release_keys(self:_keys(name), token)
   if not r then return nil, err end
   if r ~= 1 then return nil, "not held" end
   return true

@@ -131,6 +131,65 @@ describe("waiting", function()
     l:release()
   end)
 
+  -- A waiter process: takes `name` fairly, prints when it got it.
+  local function fair_waiter(name, wait)
+    return helpers.spawn(helpers.lua_cmd(string.format([[
+      local redislock = require "redislock"
+      local core = require "redislock.core"
+      local c = assert(redislock.connect { url = %q })
+      local l, err = c:acquire(%q, { ttl = 5, wait = %f, fair = true })
+      if not l then print("failed " .. err) os.exit(0) end
+      print(string.format("got %%.9f", core.monotime())) io.stdout:flush()
+      core.sleep(0.05)
+      assert(l:release())
+    ]], srv.url, name, wait)))
+  end
+
+  it("fair = true grants waiters in arrival order", function()
+    local name = "fair"
+    local p = holder(name, 1.2)
+    local waiters = {}
+    for i = 1, 4 do
+      waiters[i] = fair_waiter(name, 10)
+      -- each is queued before the next starts
+      assert(helpers.wait_until(function()
+        return tonumber((srv:cli_raw("LLEN", "{fair}:queue"))) == i
+      end, 5, 0.01), "waiter " .. i .. " did not queue")
+    end
+    assert.equal(0, p:wait(10))
+    local times = {}
+    for i, w in ipairs(waiters) do
+      assert.equal(0, w:wait(10), w:stderr())
+      times[i] = tonumber(w:stdout():match("got (%S+)"))
+      assert.is_number(times[i], w:stdout())
+    end
+    for i = 2, #times do
+      assert.is_true(times[i] > times[i - 1], "waiter " .. i .. " overtook waiter " .. (i - 1))
+    end
+    assert.equal("0", srv:cli_raw("EXISTS", "{fair}:queue"))
+  end)
+
+  it("a fair waiter that gives up or dies does not block the line", function()
+    local name = "fair2"
+    local p = holder(name, 1.0)
+    local quitter = fair_waiter(name, 0.3)    -- gives up before the release
+    assert(helpers.wait_until(function() return srv:cli_raw("LLEN", "{fair2}:queue") == "1" end, 5, 0.01))
+    local doomed = fair_waiter(name, 30)       -- will be killed while queued
+    assert(helpers.wait_until(function() return srv:cli_raw("LLEN", "{fair2}:queue") == "2" end, 5, 0.01))
+    local patient = fair_waiter(name, 30)
+    assert(helpers.wait_until(function() return srv:cli_raw("LLEN", "{fair2}:queue") == "3" end, 5, 0.01))
+    assert.equal(0, quitter:wait(5))
+    assert.matches("failed timeout", quitter:stdout())
+    doomed:kill("KILL")
+    assert.equal(0, p:wait(10))
+    local released = tonumber(p:stdout():match("released (%S+)"))
+    assert.equal(0, patient:wait(15), patient:stderr())
+    local got = tonumber(patient:stdout():match("got (%S+)"))
+    -- the dead waiter holds the line at most until its place expires
+    assert.is_true(got - released < 3.5 + 0.5, string.format("took %.2f s", got - released))
+    doomed:wait(5)
+  end)
+
   it("blocks on its own connection: the main one stays usable meanwhile", function()
     local name = "own-conn"
     local p = holder(name, 0.5)
