@@ -81,19 +81,47 @@ describe("connect", function()
 
   it("a least-privilege ACL user runs the whole API", function()
     local srv = helpers.start_redis()
-    -- Exactly what redislock needs: its keys, EVALSHA/EVAL, and the commands
-    -- the scripts call.
-    assert.equal("OK", srv:cli("ACL", "SETUSER", "locker", "on", ">lockpw", "~app:*",
-      "resetchannels", "-@all", "+evalsha", "+eval", "+get", "+set", "+del",
-      "+pexpire", "+pttl", "+incr", "+auth", "+ping"))
-    local c = assert(redislock.connect { url = "redis://locker:lockpw@127.0.0.1:" .. srv.port, prefix = "app:" })
+    -- Exactly the README's ACL: its keys, EVALSHA/EVAL, and the commands the
+    -- scripts and the waiters call.
+    assert.equal("OK", srv:cli_raw("ACL", "SETUSER", "locker", "on", ">lockpw", "~app:*",
+      "resetchannels", "-@all", "+evalsha", "+eval", "+get", "+set", "+del", "+pexpire",
+      "+pttl", "+incr", "+exists", "+rpush", "+ltrim", "+blpop", "+lindex", "+lpop",
+      "+lrem", "+zadd", "+zrem", "+zscore", "+time", "+ping"))
+    local url = "redis://locker:lockpw@127.0.0.1:" .. srv.port
+    local c = assert(redislock.connect { url = url, prefix = "app:" })
+    local c2 = assert(redislock.connect { url = url, prefix = "app:" })
     local l = assert(c:acquire("acl", { ttl = 1 }))
     assert.is_true(l:extend(2))
+    assert.is_true(c:inspect("acl").held)
     assert.is_true(l:release())
     assert.is_true(c:with_lock("acl", nil, function() return true end))
+    -- contended: waiting (BLPOP), fair waiting (TIME, queue), the watchdog
+    for _, fair in ipairs({ false, true }) do
+      local held = assert(c:acquire("acl", { ttl = 0.3 }))
+      local t0 = helpers.monotime()
+      local p = helpers.spawn(helpers.lua_cmd(string.format([[
+        local c = assert(require("redislock").connect { url = %q, prefix = "app:" })
+        local l = assert(c:acquire("acl", { ttl = 1, wait = 5, fair = %s }))
+        require("redislock.core").sleep(0.2)
+        assert(l:release())
+      ]], url, tostring(fair))))
+      helpers.sleep(0.1)
+      held:release()
+      local got = assert(c2:acquire("acl", { ttl = 1, wait = 5, fair = fair }))
+      assert.is_true(helpers.monotime() - t0 < 3)
+      got:release()
+      assert.equal(0, p:wait(5), p:stderr())
+    end
+    local watched = assert(c:acquire("acl", { ttl = 0.3 }))
+    helpers.sleep(0.5)
+    assert.is_true(watched:held())
+    assert.equal(0, c:stats().failures)
+    watched:release()
+    assert.is_true(c:break_lock("acl") == nil)
     c:close()
+    c2:close()
     -- outside its key pattern, the server refuses
-    local out = assert(redislock.connect { url = "redis://locker:lockpw@127.0.0.1:" .. srv.port })
+    local out = assert(redislock.connect { url = url })
     local none, err = out:acquire("acl")
     assert.is_nil(none)
     assert.matches("^redis error", err)

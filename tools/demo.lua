@@ -72,6 +72,36 @@ print(string.format("\nfinal count %d, expected %d: %s", final, expected,
   final == expected and "exact" or "WRONG"))
 print(string.format("overlapping holds: %d; %d critical sections in %.2f s (%.0f/s)",
   overlaps, #holds, elapsed, #holds / elapsed))
+
+-- Part two: the same guard from the shell. Two "hosts" fire the same cron
+-- job at the same moment through `redislock run`; one runs it, the other
+-- skips (exit 1). Then with --wait the second runs after the first.
+local function run_guard(host, wait, out_file)
+  local lua = helpers.lua_bin
+  return helpers.spawn(string.format(
+    "REDISLOCK_URL=%s HOST=%s %s bin/redislock run --ttl 2 --wait %s nightly-report -- " ..
+    "sh -c 'echo \"$HOST runs the nightly report (fence $REDISLOCK_FENCE)\" >> %s; sleep 0.3'",
+    helpers.quote(url), host, helpers.quote(lua), wait, out_file))
+end
+
+local ok_guard = true
+print("\n`redislock run` from two hosts, cron firing at the same moment:")
+local log = helpers.tmpdir() .. "/jobs.log"
+for round = 1, 3 do
+  local a, b = run_guard("host-a", 0, log), run_guard("host-b", 0, log)
+  local ca, cb = a:wait(30), b:wait(30)
+  print(string.format("  round %d: host-a exit %d, host-b exit %d", round, ca, cb))
+  if not ((ca == 0 and cb == 1) or (ca == 1 and cb == 0)) then ok_guard = false end
+end
+print("  with --wait 5 both run, one after the other:")
+local a, b = run_guard("host-a", 5, log), run_guard("host-b", 5, log)
+local ca, cb = a:wait(30), b:wait(30)
+print(string.format("  host-a exit %d, host-b exit %d", ca, cb))
+if ca ~= 0 or cb ~= 0 then ok_guard = false end
+local f = assert(io.open(log))
+for line in f:lines() do print("  job log: " .. line) end
+f:close()
+
 raw:close()
 if srv then srv:stop() end
-os.exit(final == expected and overlaps == 0 and 0 or 1)
+os.exit(final == expected and overlaps == 0 and ok_guard and 0 or 1)
