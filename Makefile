@@ -9,6 +9,8 @@
 #   make valgrind   specs under memcheck
 #   make helgrind   watchdog specs under helgrind
 #   make rock       luarocks make into a temp tree, then require it from there
+#   make torture    fault-injection run with a report (DURATION=300 for the long one)
+#   make bench      handoff benchmark against a C spin-poll baseline
 #
 # Another Lua: make LUA_VERSION=5.1, or make LUA=luajit LUA_PC=luajit.
 
@@ -47,7 +49,7 @@ LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lu
 
 TARGET  = redislock/core.so
 
-.PHONY: all deps test-deps test specs lint demo install uninstall clean sanitize valgrind helgrind rock
+.PHONY: all deps test-deps test specs lint demo install uninstall clean sanitize valgrind helgrind rock torture bench
 
 all: $(TARGET)
 
@@ -71,7 +73,7 @@ test: test-deps
 	@LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(SPECS)
 
 lint: test-deps
-	luacheck -q $(wildcard lua spec bench bin tools)
+	luacheck -q $(wildcard lua spec bench bin tools test)
 
 demo: test-deps
 	@$(MAKE) --no-print-directory all
@@ -98,6 +100,16 @@ valgrind: test-deps all
 helgrind: test-deps all
 	@REDISLOCK_VALGRIND=1 LUA="valgrind -q --tool=helgrind --error-exitcode=98 --child-silent-after-fork=yes \
 	 --suppressions=tools/helgrind.supp $(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh --exclude-tags=heavy spec/06-watchdog_spec.lua
+
+# The Jepsen-style torture run: workers, nemeses, checker, report.
+# A short one is part of `make test` (spec/11-torture_spec.lua).
+DURATION ?= 30
+PROCS    ?= 8
+torture: test-deps all
+	@$(LUA) test/torture/run.lua --duration $(DURATION) --procs $(PROCS) $(if $(SEED),--seed $(SEED))
+
+bench: test-deps all
+	@$(LUA) bench/handoff.lua
 
 rock: test-deps
 	@tools/rock_check.sh "$(LUA_VERSION)"

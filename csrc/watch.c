@@ -32,16 +32,22 @@ static watch_ud *watch_check(lua_State *L) {
     return (watch_ud *)luaL_checkudata(L, 1, WATCH_MT);
 }
 
-/* watch:state() -> "held" | "not held" | "unreachable" | "expired" |
- *                  "max_hold" | "forked" | "stopped" | "released" */
+/* watch:state() -> state, lease_end
+ * state: "held" | "not held" | "unreachable" | "expired" | "max_hold" |
+ *        "forked" | "stopped" | "released"
+ * lease_end: monotonic seconds until which the lease is surely ours (nil
+ * once released or when unknown). */
 static int meth_state(lua_State *L) {
     watch_ud *u = watch_check(L);
+    int64_t lease_end = -1;
     if (u->w == NULL) {
         lua_pushliteral(L, "released");
         return 1;
     }
-    lua_pushstring(L, wd_state_name(wd_status(u->w, u->id, NULL)));
-    return 1;
+    lua_pushstring(L, wd_state_name(wd_status(u->w, u->id, &lease_end)));
+    if (lease_end < 0) return 1;
+    lua_pushnumber(L, (lua_Number)lease_end / 1000.0);
+    return 2;
 }
 
 /* watch:renewed(ttl, lease_end): the Lua side extended the lease itself.

@@ -146,6 +146,18 @@ function Lock:held()
   return true
 end
 
+--- The moment (on core.monotime's clock) until which the lease is surely
+-- ours: when the last successful acquire/extend/renewal was sent, plus the
+-- ttl, minus the drift margin. Past it, act as if the lock were gone.
+-- syntax: t = lock:lease_end()
+function Lock:lease_end()
+  if self._watch then
+    local _, lease_end = self._watch:state()
+    if lease_end then return lease_end end
+  end
+  return self._expires
+end
+
 --- Renews the lease to ttl seconds from now, if it is still ours.
 -- syntax: ok, err = lock:extend(ttl?)   -- ttl defaults to the lock's ttl
 function Lock:extend(ttl)
@@ -359,6 +371,49 @@ function Client:acquire(name, opts)
   end
   if lock then return lock end
   return nil, err
+end
+
+-- Keys of a fenced resource: its own hash tag, apart from lock keys.
+function Client:_resource_keys(resource)
+  local key = self._prefix .. "{" .. resource .. "}:resource"
+  return key, key .. ":fence", key .. ":version"
+end
+
+local function check_fence(fname, fence)
+  check_number(fname, "fence", fence, 1, 2 ^ 53)
+  if fence ~= math.floor(fence) then argerror(fname, "fence", "integer expected") end
+end
+
+--- Writes `value` to the resource only if `fence` is not older than the
+-- newest fence the resource has seen (from fenced_set or fenced_get).
+-- syntax: version, err = client:fenced_set(resource, value, fence)
+-- version: the order in which writes were accepted (1, 2, ...);
+-- err: "stale" when refused, or a connection/redis error.
+function Client:fenced_set(resource, value, fence)
+  check_name("fenced_set", resource)
+  if type(value) ~= "string" and type(value) ~= "number" then
+    argerror("fenced_set", "value", "string or number expected, got " .. type(value))
+  end
+  check_fence("fenced_set", fence)
+  local data, seen, version = self:_resource_keys(resource)
+  local r, err = self._conn:script("fenced_set", data, seen, version, value, fence)
+  if not r then return nil, err end
+  if r == 0 then return nil, "stale" end
+  return r
+end
+
+--- Reads the resource as the holder of `fence`, and refuses older fences
+-- from then on. Returns the value (false when never written).
+-- syntax: value, err = client:fenced_get(resource, fence)
+-- err: "stale" when a newer fence has been seen, or a connection/redis error.
+function Client:fenced_get(resource, fence)
+  check_name("fenced_get", resource)
+  check_fence("fenced_get", fence)
+  local data, seen = self:_resource_keys(resource)
+  local r, err = self._conn:script("fenced_get", data, seen, fence)
+  if not r then return nil, err end
+  if r[1] ~= 1 then return nil, "stale" end
+  return r[2]
 end
 
 --- What Redis says about the lock `name` now (for operators and the CLI).

@@ -1,7 +1,8 @@
 -- proxy.lua: a loopback TCP proxy for fault injection in specs.
 --
--- usage: lua proxy.lua TARGET_PORT [TARGET_HOST]
--- Listens on 127.0.0.1 on a free port, prints "port N" on stdout, and
+-- usage: lua proxy.lua TARGET_PORT [TARGET_HOST [LISTEN_PORT]]
+-- Listens on 127.0.0.1 (on LISTEN_PORT, or a free port), prints "port N" on
+-- stdout, and
 -- forwards every connection to TARGET_HOST:TARGET_PORT (127.0.0.1 by
 -- default). Faults come from signals sent by the spec to this process:
 --   SIGSTOP  hold: nothing is forwarded, connections stay open
@@ -12,8 +13,9 @@ local socket = require "socket"
 
 local target_port = assert(tonumber(arg[1]), "usage: proxy.lua TARGET_PORT [HOST]")
 local target_host = arg[2] or "127.0.0.1"
+local listen_port = tonumber(arg[3]) or 0
 
-local server = assert(socket.bind("127.0.0.1", 0))
+local server = assert(socket.bind("127.0.0.1", listen_port))
 server:settimeout(0)
 io.stdout:write("port ", select(2, server:getsockname()), "\n")
 io.stdout:flush()

@@ -8,6 +8,18 @@
 -- ARGV[3] how long in ms the waiter keeps its place without trying again
 -- Returns {1, fence} when granted, {0, pttl} otherwise (pttl -2: the lock
 -- is free but someone is ahead in line).
+if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
+-- The fence counter starts at the server's clock in microseconds when it is
+-- created, and grows by one per grant: if Redis loses it (a restart without
+-- persistence), the new counter starts above every fence handed out before,
+-- unless the server's clock went back.
+local function next_fence(key)
+  if redis.call('EXISTS', key) == 0 then
+    local t = redis.call('TIME')
+    redis.call('SET', key, string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2])))
+  end
+  return redis.call('INCR', key)
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local head = redis.call('LINDEX', KEYS[3], 0)
@@ -24,7 +36,7 @@ if (not head or head == ARGV[1]) and
     redis.call('LPOP', KEYS[3])
     redis.call('ZREM', KEYS[4], ARGV[1])
   end
-  return {1, redis.call('INCR', KEYS[2])}
+  return {1, next_fence(KEYS[2])}
 end
 if not redis.call('ZSCORE', KEYS[4], ARGV[1]) then
   redis.call('RPUSH', KEYS[3], ARGV[1])

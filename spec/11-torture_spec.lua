@@ -1,0 +1,22 @@
+-- The short torture run: 8 processes, every fault kind, the checker's
+-- verdict. `make torture DURATION=300` is the long run.
+local helpers = require "spec.helpers"
+
+describe("torture (short)", function()
+  it("8 workers under every fault: no overlap, no lost or stale fenced write, the control fails", function()
+    local seed = os.getenv("REDISLOCK_TORTURE_SEED") or tostring(os.time())
+    local p = helpers.spawn(helpers.lua_cmd("test/torture/run.lua", "--duration", 25, "--procs", 8,
+      "--seed", seed))
+    local code = p:wait(120)
+    local out = p:stdout()
+    print("\n" .. out:gsub("\n", "\n# "))
+    assert.equal(0, code, out .. p:stderr())
+    assert.matches("overlaps %(a single healthy Redis: must be 0%)%s+0\n", out)
+    assert.matches("fenced: lost updates %(must be 0%)%s+0\n", out)
+    assert.matches("fenced: stale writes accepted %(must be 0%)%s+0\n", out)
+    local control = tonumber(out:match("control: lost updates %(must be > 0%)%s+(%d+)"))
+    assert.is_true(control > 0, "the negative control lost nothing: the checker cannot fail")
+    for kind in out:gmatch("fault: (%S+)%s+0\n") do error("fault never injected: " .. kind) end
+    assert.matches("torture: PASS", out)
+  end)
+end)

@@ -1,0 +1,366 @@
+-- run.lua: the torture run (`make torture`), Jepsen-style on one machine.
+--
+-- usage: lua test/torture/run.lua [--duration S] [--procs N] [--ttl S]
+--                                 [--interval S] [--seed N] [--cs S]
+--
+-- Starts a lock server and a separate resource store (two redis-servers,
+-- no persistence, loopback), N worker processes (test/torture/worker.lua),
+-- each reaching the lock server through a loopback TCP proxy of its own, and
+-- a nemesis that injects one fault every --interval seconds, cycling through
+-- every kind in a seeded random order. Afterwards it checks the logs:
+--
+--   mutex history  per name, no two holds overlap, a hold ending at its
+--                  release, at its loss report or at the lease end the
+--                  client computed, whichever came first. Overlaps that start
+--                  while Redis itself had lost the lock (killed without
+--                  persistence, or a key expired early) are counted apart:
+--                  a single Redis cannot prevent those, fencing must.
+--   fenced set     fenced workers' acknowledged increments all survive
+--                  (0 lost updates) and no write with an older fence than an
+--                  earlier accepted one was accepted (0 stale writes).
+--   control        plain (unfenced) workers, paused mid-section past their
+--                  lease, MUST lose updates: proof the checker can fail.
+--
+-- Prints a report table; exits 0 only if every check holds. Loopback only.
+package.path = "./lua/?.lua;./?.lua;" .. package.path
+package.cpath = (os.getenv("REDISLOCK_CPATH") or "./?.so") .. ";" .. package.cpath
+
+local helpers = require "spec.helpers"
+local core = require "redislock.core"
+local url = require "redislock.url"
+
+-- options ----------------------------------------------------------------
+
+local opts = { duration = 30, procs = 8, ttl = 1, interval = 2, seed = os.time(), cs = 0.4 }
+do
+  local i = 1
+  while i <= #arg do
+    local k = arg[i]:match("^%-%-(%w+)$")
+    if not k or opts[k] == nil or not tonumber(arg[i + 1]) then
+      io.stderr:write("usage: run.lua [--duration S] [--procs N] [--ttl S] [--interval S] [--seed N] [--cs S]\n")
+      os.exit(2)
+    end
+    opts[k] = tonumber(arg[i + 1])
+    i = i + 2
+  end
+end
+math.randomseed(opts.seed)
+local TTL = opts.ttl
+local CONTROLS = math.max(2, math.floor(opts.procs / 4))
+local FENCED_NAMES = { "f1", "f2" }
+local CONTROL_NAMES = { "c1" }
+
+local function now() return core.monotime() end
+local function say(...) io.stdout:write(string.format(...), "\n") io.stdout:flush() end
+
+-- setup --------------------------------------------------------------------
+
+local lock_srv = helpers.start_redis { debug = true }
+local store = helpers.start_redis()
+local admin = assert(core.connect(url.parse(lock_srv.url)))
+local store_conn = assert(core.connect(url.parse(store.url)))
+
+local function start_proxy(listen_port)
+  local p = helpers.spawn(helpers.lua_cmd("spec/support/proxy.lua", lock_srv.port, "127.0.0.1", listen_port or 0))
+  local port
+  assert(helpers.wait_until(function()
+    port = tonumber(p:stdout():match("port (%d+)"))
+    return port
+  end, 5, 0.01), "proxy did not start")
+  return p, port
+end
+
+local workers = {}
+for i = 1, opts.procs do
+  local w = { id = i, mode = i <= CONTROLS and "plain" or "fenced" }
+  w.proxy, w.port = start_proxy()
+  local names = w.mode == "plain" and CONTROL_NAMES or FENCED_NAMES
+  w.proc = helpers.spawn(helpers.lua_cmd("test/torture/worker.lua",
+    "redis://127.0.0.1:" .. w.port, store.url, w.mode, opts.duration, TTL, opts.cs,
+    table.unpack and table.unpack(names) or unpack(names))) -- luacheck: ignore 143
+  workers[i] = w
+end
+say("torture: %d workers (%d fenced, %d control), ttl %g s, %g s, a fault every %g s, seed %d",
+  opts.procs, opts.procs - CONTROLS, CONTROLS, TTL, opts.duration, opts.interval, opts.seed)
+
+-- the holder of a name right now, from the workers' live logs
+local function holder_of(name)
+  local token = admin:command("GET", "{" .. name .. "}")
+  if not token then return nil end
+  for _, w in ipairs(workers) do
+    if w.proc:stdout():find(" " .. token .. " ", 1, true) then return w end
+  end
+end
+
+-- nemeses -----------------------------------------------------------------
+
+local faults = {}           -- kind -> count
+local windows = {}          -- periods when Redis itself lost locks: {from, to, name|nil, kind}
+
+local function count(kind) faults[kind] = (faults[kind] or 0) + 1 end
+local function pause_for() return TTL * (1.5 + math.random()) end
+
+local NEMESES = {
+  -- a holder paused past its lease (the GC-pause case)
+  client_pause = function()
+    local w = holder_of(FENCED_NAMES[math.random(#FENCED_NAMES)]) or workers[math.random(#workers)]
+    w.proc:kill("STOP")
+    helpers.sleep(pause_for())
+    w.proc:kill("CONT")
+    count("client_pause")
+  end,
+  -- the same to the unfenced control, caught just after a fresh grant so
+  -- the pause lands inside its read-sleep-write: it must lose updates
+  control_pause = function()
+    local name = CONTROL_NAMES[1]
+    local first = admin:command("GET", "{" .. name .. "}")
+    local w
+    helpers.wait_until(function()
+      local token = admin:command("GET", "{" .. name .. "}")
+      if token and token ~= first then w = holder_of(name) end
+      return w
+    end, 3, 0.002)
+    if not w then return end
+    w.proc:kill("STOP")
+    helpers.sleep(pause_for())
+    w.proc:kill("CONT")
+    count("control_pause")
+  end,
+  server_kill = function()
+    local t = now()
+    lock_srv:kill("KILL")
+    lock_srv:restart()
+    admin:close()
+    admin = assert(core.connect(url.parse(lock_srv.url)))
+    windows[#windows + 1] = { t, now() + TTL + 0.5, nil, "server_kill" }
+    count("server_kill")
+  end,
+  server_pause = function()
+    lock_srv:kill("STOP")
+    helpers.sleep(pause_for())
+    lock_srv:kill("CONT")
+    count("server_pause")
+  end,
+  proxy_hold = function()
+    local w = workers[math.random(#workers)]
+    w.proxy:kill("STOP")
+    helpers.sleep(pause_for())
+    w.proxy:kill("CONT")
+    count("proxy_hold")
+  end,
+  proxy_drop = function()
+    local w = workers[math.random(#workers)]
+    w.proxy:kill("KILL")
+    w.proxy:wait(5)
+    helpers.sleep(0.2)
+    w.proxy = start_proxy(w.port)
+    count("proxy_drop")
+  end,
+  script_flush = function()
+    admin:command("SCRIPT", "FLUSH")
+    count("script_flush")
+  end,
+  client_kill = function()
+    -- every normal client but our own admin connection
+    local id = admin:command("CLIENT", "ID")
+    admin:command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+    assert(id)
+    count("client_kill")
+  end,
+  -- the key vanishes early, as after a clock jump on the server
+  early_expiry = function()
+    local name = FENCED_NAMES[math.random(#FENCED_NAMES)]
+    local t = now()
+    admin:command("PEXPIRE", "{" .. name .. "}", 1)
+    windows[#windows + 1] = { t, now() + TTL / 3 + 0.5, name, "early_expiry" }
+    count("early_expiry")
+  end,
+}
+local KINDS = {}
+for k in pairs(NEMESES) do KINDS[#KINDS + 1] = k end
+table.sort(KINDS)
+
+local t_start = now()
+local order = {}
+while now() - t_start < opts.duration - opts.interval do
+  helpers.sleep(opts.interval * (0.75 + 0.5 * math.random()))
+  if #order == 0 then
+    for i, k in ipairs(KINDS) do order[i] = k end
+    for i = #order, 2, -1 do
+      local j = math.random(i)
+      order[i], order[j] = order[j], order[i]
+    end
+  end
+  local kind = table.remove(order)
+  local ok, err = pcall(NEMESES[kind])
+  if not ok then say("nemesis %s failed: %s", kind, tostring(err)) end
+end
+
+-- collect ------------------------------------------------------------------
+
+local holds, writes, acquisitions, failures = {}, {}, 0, 0
+local losses = {}      -- reason -> { count, margins... }
+for _, w in ipairs(workers) do
+  local code = w.proc:wait(opts.duration + 30)
+  if code ~= 0 then say("worker %d exited %s: %s", w.id, tostring(code), w.proc:stderr()) end
+  for line in w.proc:stdout():gmatch("[^\n]+") do
+    local kind = line:match("^(%S+)")
+    if kind == "acq" then
+      acquisitions = acquisitions + 1
+    elseif kind == "fail" then
+      failures = failures + 1
+    elseif kind == "write" then
+      local name, fence, result = line:match("^write (%S+) (%d+) (%S+)")
+      writes[#writes + 1] = { name = name, fence = tonumber(fence), result = result, mode = w.mode }
+    elseif kind == "hold" then
+      local name, fence, t0, t1, ended, lease_end, lost_at, reason =
+        line:match("^hold (%S+) (%d+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)")
+      holds[#holds + 1] = { name = name, fence = tonumber(fence), t0 = tonumber(t0), t1 = tonumber(t1),
+        worker = w.id, mode = w.mode }
+      if tonumber(lost_at) >= 0 then
+        local l = losses[reason] or { n = 0, margins = {} }
+        l.n = l.n + 1
+        l.margins[#l.margins + 1] = tonumber(lease_end) - tonumber(lost_at)
+        losses[reason] = l
+      end
+      if ended == "lease" and tonumber(lost_at) < 0 then
+        local l = losses["(lease end, no report yet)"] or { n = 0, margins = {} }
+        l.n = l.n + 1
+        losses["(lease end, no report yet)"] = l
+      end
+    end
+  end
+  w.proxy:stop()
+end
+
+-- check: mutex history -------------------------------------------------------
+
+local function in_window(t, name)
+  for _, win in ipairs(windows) do
+    if t >= win[1] and t <= win[2] and (win[3] == nil or win[3] == name) then return win[4] end
+  end
+end
+
+local overlaps, expected_overlaps = 0, {}
+local by_name = {}
+for _, h in ipairs(holds) do
+  by_name[h.name] = by_name[h.name] or {}
+  table.insert(by_name[h.name], h)
+end
+for name, list in pairs(by_name) do
+  table.sort(list, function(a, b) return a.t0 < b.t0 end)
+  local last_end, last = -math.huge, nil
+  for _, h in ipairs(list) do
+    if h.t0 < last_end then
+      local why = in_window(h.t0, name)
+      if why then
+        expected_overlaps[why] = (expected_overlaps[why] or 0) + 1
+        if os.getenv("TORTURE_DEBUG") then
+          say("expected overlap (%s) on %s: fence %d (w%d) [%.3f, %.3f] vs fence %d (w%d) [%.3f, %.3f]",
+            why, name, h.fence, h.worker, h.t0, h.t1, last.fence, last.worker, last.t0, last.t1)
+        end
+      else
+        overlaps = overlaps + 1
+        say("OVERLAP on %s: fence %d (worker %d) began %.3f ms before fence %d (worker %d) ended",
+          name, h.fence, h.worker, (last_end - h.t0) * 1000, last.fence, last.worker)
+      end
+    end
+    if h.t1 > last_end then last_end, last = h.t1, h end
+  end
+end
+
+-- check: fenced set and control -------------------------------------------------
+
+local acked = { fenced = {}, plain = {} }
+local stale_rejected, write_errors = 0, 0
+local versions = {}
+for _, w in ipairs(writes) do
+  local version = w.result:match("^ok:(%d+)")
+  if version then
+    acked[w.mode][w.name] = (acked[w.mode][w.name] or 0) + 1
+    if w.mode == "fenced" then
+      versions[w.name] = versions[w.name] or {}
+      table.insert(versions[w.name], { tonumber(version), w.fence })
+    end
+  elseif w.result == "stale" then
+    stale_rejected = stale_rejected + 1
+  else
+    write_errors = write_errors + 1
+  end
+end
+
+local lost_fenced, stale_accepted, lost_control = 0, 0, 0
+for _, name in ipairs(FENCED_NAMES) do
+  local final = tonumber(store_conn:command("GET", "{res:" .. name .. "}:resource") or 0) or 0
+  lost_fenced = lost_fenced + (acked.fenced[name] or 0) - final
+  local list = versions[name] or {}
+  table.sort(list, function(a, b) return a[1] < b[1] end)
+  local newest = 0
+  for _, v in ipairs(list) do
+    if v[2] < newest then stale_accepted = stale_accepted + 1 end
+    newest = math.max(newest, v[2])
+  end
+end
+for _, name in ipairs(CONTROL_NAMES) do
+  local final = tonumber(store_conn:command("GET", "res:" .. name) or 0) or 0
+  lost_control = lost_control + (acked.plain[name] or 0) - final
+end
+
+-- report --------------------------------------------------------------------
+
+local elapsed = now() - t_start
+local rows = {}
+local function row(k, v) rows[#rows + 1] = string.format("  %-44s %s", k, tostring(v)) end
+row("duration (s)", string.format("%.1f", elapsed))
+row("acquisitions", acquisitions)
+row("acquire failures (timeout, busy, connection)", failures)
+row("operations per second", string.format("%.0f", (acquisitions + #writes) / elapsed))
+local fault_total = 0
+for _, k in ipairs(KINDS) do
+  row("fault: " .. k, faults[k] or 0)
+  fault_total = fault_total + (faults[k] or 0)
+end
+row("holds checked", #holds)
+row("overlaps (a single healthy Redis: must be 0)", overlaps)
+for _, k in ipairs({ "server_kill", "early_expiry" }) do
+  row("holds overlapping while Redis had lost it: " .. k, expected_overlaps[k] or 0)
+end
+row("fenced: acknowledged writes", (acked.fenced.f1 or 0) + (acked.fenced.f2 or 0))
+row("fenced: lost updates (must be 0)", lost_fenced)
+row("fenced: stale writes accepted (must be 0)", stale_accepted)
+row("fenced: stale writes rejected", stale_rejected)
+row("write errors (connection)", write_errors)
+row("control (no fencing): acknowledged writes", acked.plain.c1 or 0)
+row("control: lost updates (must be > 0)", lost_control)
+local reasons = {}
+for r in pairs(losses) do reasons[#reasons + 1] = r end
+table.sort(reasons)
+for _, r in ipairs(reasons) do
+  local l = losses[r]
+  local detail = ""
+  if #l.margins > 0 then
+    table.sort(l.margins)
+    detail = string.format(" (%.0f ms median, %.0f ms min before the lease end)",
+      l.margins[math.ceil(#l.margins / 2)] * 1000, l.margins[1] * 1000)
+  end
+  row("losses reported: " .. r, l.n .. detail)
+end
+say("\n%s\n", table.concat(rows, "\n"))
+if (faults.server_kill or 0) > 0 then
+  say("note: kill -9 of a Redis without persistence forgets every lock: a second holder")
+  say("      can be granted before the first learns it at its next renewal. Those overlaps")
+  say("      are a single Redis' limit. The fence counter, lost too, restarts from the")
+  say("      server's clock, above every fence handed out, so the fenced resource still")
+  say("      refused the old holder's writes.")
+end
+
+local ok = overlaps == 0 and lost_fenced == 0 and stale_accepted == 0 and lost_control > 0
+  and fault_total >= #KINDS and acquisitions > 0
+for _, k in ipairs(KINDS) do ok = ok and (faults[k] or 0) > 0 end
+say("torture: %s", ok and "PASS" or "FAIL")
+
+admin:close()
+store_conn:close()
+lock_srv:stop()
+store:stop()
+os.exit(ok and 0 or 1)
