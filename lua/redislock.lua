@@ -152,8 +152,8 @@ end
 -- syntax: t = lock:lease_end()
 function Lock:lease_end()
   if self._watch then
-    local _, lease_end = self._watch:state()
-    if lease_end then return lease_end end
+    local _, known_end = self._watch:state()
+    if known_end then return known_end end
   end
   return self._expires
 end
