@@ -9,6 +9,7 @@
 #   make valgrind   specs under memcheck
 #   make helgrind   watchdog specs under helgrind
 #   make rock       luarocks make into a temp tree, then require it from there
+#   make test51     core specs on Lua 5.1 (LuaJIT/OpenResty's language)
 #   make torture    fault-injection run with a report (DURATION=300 for the long one)
 #   make bench      handoff benchmark against a C spin-poll baseline
 #
@@ -49,7 +50,7 @@ LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lu
 
 TARGET  = redislock/core.so
 
-.PHONY: all deps test-deps test specs lint demo install uninstall clean sanitize valgrind helgrind rock torture bench
+.PHONY: all deps test-deps test specs lint demo install uninstall clean sanitize valgrind helgrind rock torture bench test51
 
 all: $(TARGET)
 
@@ -110,6 +111,21 @@ torture: test-deps all
 
 bench: test-deps all
 	@$(LUA) bench/handoff.lua
+
+# Lua 5.1 (the language of LuaJIT and OpenResty): build the core against
+# 5.1's headers into build/lua5.1/ and run the core specs on lua5.1.
+COMPAT_SPECS = spec/01-core_spec.lua spec/03-lock_spec.lua spec/06-watchdog_spec.lua \
+               spec/08-waiting_spec.lua spec/12-security_spec.lua
+build/lua5.1/$(TARGET): $(SRCS) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out $(LUA_CFLAGS),$(ALL_CFLAGS)) $$($(PKG_CONFIG) --cflags lua5.1) \
+	    $(ALL_LDFLAGS) -o $@ $(SRCS) $(LIBS)
+
+test51: test-deps
+	@tools/deps.sh liblua5.1-0-dev lua5.1
+	@$(MAKE) --no-print-directory build/lua5.1/$(TARGET)
+	@REDISLOCK_CPATH="./build/lua5.1/?.so" LUA=lua5.1 BUSTED="$(BUSTED)" \
+	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS)
 
 rock: test-deps
 	@tools/rock_check.sh "$(LUA_VERSION)"

@@ -11,9 +11,9 @@
 
 #if LUA_VERSION_NUM < 502
 
-/* LuaJIT 2.1 ships luaL_setfuncs/luaL_testudata; plain 5.1 does not. Our own
- * copies under other names avoid clashing with either. */
-static void compat_setfuncs(lua_State *L, const luaL_Reg *l, int nup) {
+/* LuaJIT 2.1 ships luaL_setfuncs; plain 5.1 does not. Our own copy under
+ * another name avoids clashing with either. */
+static inline void compat_setfuncs(lua_State *L, const luaL_Reg *l, int nup) {
     luaL_checkstack(L, nup + 1, "too many upvalues");
     for (; l->name != NULL; l++) {
         int i;
@@ -25,15 +25,6 @@ static void compat_setfuncs(lua_State *L, const luaL_Reg *l, int nup) {
 }
 #define luaL_setfuncs compat_setfuncs
 
-static void *compat_testudata(lua_State *L, int idx, const char *tname) {
-    void *p = lua_touserdata(L, idx);
-    if (p == NULL || !lua_getmetatable(L, idx)) return NULL;
-    luaL_getmetatable(L, tname);
-    if (!lua_rawequal(L, -1, -2)) p = NULL;
-    lua_pop(L, 2);
-    return p;
-}
-#define luaL_testudata compat_testudata
 
 #define luaL_newlibtable(L, l) lua_createtable(L, 0, sizeof(l) / sizeof((l)[0]) - 1)
 #define luaL_newlib(L, l) (luaL_newlibtable(L, l), luaL_setfuncs(L, l, 0))
