@@ -195,10 +195,11 @@ function Lock:release()
   return true
 end
 
--- Lua 5.4 `local l <close> = ...`: leaving the scope releases. Errors are
--- dropped because a __close handler must not mask the block's own error.
+-- Lua 5.4 `local l <close> = ...`: leaving the scope releases. Errors (even
+-- a closed client's) are dropped: a __close handler must not mask the
+-- block's own error.
 function Lock:__close()
-  if self._state ~= "released" then self:release() end
+  if self._state ~= "released" then pcall(self.release, self) end
 end
 
 -- Never shows the token: it is the proof of ownership.

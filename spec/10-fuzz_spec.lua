@@ -28,7 +28,7 @@ local function pack(...) return { n = select("#", ...), ... } end
 
 local DEFAULT_SEED = 20240611
 local SEED = tonumber(os.getenv("REDISLOCK_FUZZ_SEED") or "") or DEFAULT_SEED
-local ITERATIONS = tonumber(os.getenv("REDISLOCK_FUZZ_ITERATIONS") or "") or 3000
+local ITERATIONS = tonumber(os.getenv("REDISLOCK_FUZZ_ITERATIONS") or "") or 12000
 
 ---------------------------------------------------------------------------
 -- PRNG: Park-Miller MINSTD. Independent of math.random (which the code under
@@ -160,9 +160,13 @@ random_value = function(depth)
   end
 end
 
+-- Arguments for a Redis command: mostly strings and numbers.
 local function random_args(n)
   local t = { n = n }
-  for i = 1, n do t[i] = random_value() end
+  for i = 1, n do
+    local r = rand() % 10
+    t[i] = r < 6 and random_string() or r < 8 and pick(SPECIAL_INTS) or random_value()
+  end
   return t
 end
 
@@ -200,9 +204,19 @@ describe("lua fuzzer", function()
 
   -- Calls f(...) and classifies the outcome; returns the results when it
   -- succeeded. `contract`: nil, err must have a documented first word.
+  local per_label = {}  -- label -> { raised =, nil_err =, ok = } (REDISLOCK_FUZZ_VERBOSE)
+  local function tally(label, kind, detail)
+    local t = per_label[label] or { raised = 0, nil_err = 0, ok = 0, samples = {} }
+    per_label[label] = t
+    t[kind] = t[kind] + 1
+    if detail and #t.samples < 6 then t.samples[#t.samples + 1] = tostring(detail):sub(1, 100) end
+  end
+
   local function call(label, contract, f, ...)
     stats.calls = stats.calls + 1
     local res = pack(pcall(f, ...))
+    tally(label, not res[1] and "raised" or (res.n >= 2 and res[2] == nil) and "nil_err" or "ok",
+      not res[1] and res[2] or res[3])
     if not res[1] then
       local e = res[2]
       stats.raised = stats.raised + 1
@@ -274,13 +288,28 @@ describe("lua fuzzer", function()
   local function a_name()
     local r = rand() % 10
     if r < 6 then return pick(NAMES) end
-    if r < 8 then return random_string() end
+    if r < 9 then return random_string() end
     return random_value()
   end
 
   local function a_client()
     if chance(0.05) then return random_value() end
-    return pick(clients)
+    local i = rint(1, #clients)
+    local c = clients[i]
+    -- Closed clients stay around for a while (using one must raise), but
+    -- most get replaced so that the rest of the API sees open ones.
+    if c._conn:closed() and chance(0.5) then
+      c = assert(redislock.connect { url = srv.url })
+      clients[i] = c
+    end
+    return c
+  end
+
+  local function a_conn()
+    if #conns == 0 or chance(0.05) then return random_value() end
+    local i = rint(1, #conns)
+    if conns[i]:closed() and chance(0.5) then conns[i] = assert(core.connect { port = srv.port }) end
+    return conns[i]
   end
 
   local function a_lock()
@@ -296,7 +325,7 @@ describe("lua fuzzer", function()
   }
 
   local function a_ttl()
-    if chance(0.3) then return random_value() end
+    if chance(0.2) then return random_value() end
     return pick({ 0.05, 0.5, 1, 5, 30, 0.001, 0.0005, 2 ^ 31 })
   end
 
@@ -316,12 +345,12 @@ describe("lua fuzzer", function()
     if r == 1 then return random_value() end
     local o = {}
     if chance(0.6) then o.ttl = a_ttl() end
-    if chance(0.4) then o.wait = chance(0.7) and pick({ 0, 0, 0.01, 0.05, math.huge }) or random_value() end
-    if chance(0.3) then o.watchdog = chance(0.8) and chance(0.5) or random_value() end
-    if chance(0.3) then o.on_lost = chance(0.8) and pick(ON_LOST) or random_value() end
-    if chance(0.2) then o.max_hold = chance(0.7) and pick({ 0.01, 1, 100 }) or random_value() end
-    if chance(0.2) then o.notify = chance(0.8) and chance(0.5) or random_value() end
-    if chance(0.1) then o.fair = chance(0.8) and chance(0.5) or random_value() end
+    if chance(0.4) then o.wait = chance(0.9) and pick({ 0, 0, 0.01, 0.05, math.huge }) or random_value() end
+    if chance(0.3) then o.watchdog = chance(0.92) and chance(0.5) or random_value() end
+    if chance(0.3) then o.on_lost = chance(0.92) and pick(ON_LOST) or random_value() end
+    if chance(0.2) then o.max_hold = chance(0.9) and pick({ 0.01, 1, 100 }) or random_value() end
+    if chance(0.2) then o.notify = chance(0.92) and chance(0.5) or random_value() end
+    if chance(0.1) then o.fair = chance(0.92) and chance(0.5) or random_value() end
     if chance(0.05) then o[pick(OPTION_KEYS)] = random_value() end
     return o
   end
@@ -431,6 +460,7 @@ describe("lua fuzzer", function()
   end
 
   local script_names = {}
+  local CM, LM          -- the Client and Lock method tables: self can be anything
 
   local function cap_sleep(v)
     local n = tonumber(v)
@@ -458,63 +488,31 @@ describe("lua fuzzer", function()
         if res and type(res[2]) == "table" then add_client(res[2]) end
       end },
     { "client:acquire", 14, function()
-        local c = a_client()
-        local res = call("client:acquire", true, redislock.connect({ port = srv.port }) and nil or
-          function(...) return c.acquire(...) end, c, a_name(), clamp_wait(acquire_opts()))
+        local res = call("client:acquire", true, CM.acquire, a_client(), a_name(), clamp_wait(acquire_opts()))
         if res then add_lock(res[2]) end
       end },
     { "client:with_lock", 6, function()
-        local c = a_client()
-        local args = { n = 3, c, a_name(), clamp_wait(acquire_opts()), pick(WITH_LOCK_FNS)() }
+        local args = { n = 4, a_client(), a_name(), clamp_wait(acquire_opts()), pick(WITH_LOCK_FNS)() }
         if chance(0.3) then args[5] = random_value(); args.n = 5 end
-        call("client:with_lock", true, function(...) return c.with_lock(...) end, unpack(args, 1, args.n))
+        call("client:with_lock", true, CM.with_lock, unpack(args, 1, args.n))
       end },
-    { "lock:extend", 6, function()
-        local l = a_lock()
-        call("lock:extend", true, function(...) return l.extend(...) end, l, a_ttl())
-      end },
+    { "lock:extend", 6, function() call("lock:extend", true, LM.extend, a_lock(), a_ttl()) end },
     { "lock:release", 5, function()
-        local l = a_lock()
-        call("lock:release", true, function(...) return l.release(...) end, l, with_extra({ n = 0 }))
+        call("lock:release", true, LM.release, a_lock(), with_extra({ n = 0 }))
       end },
-    { "lock:held", 3, function()
-        local l = a_lock()
-        call("lock:held", false, function(...) return l.held(...) end, l)
-      end },
+    { "lock:held", 3, function() call("lock:held", false, LM.held, a_lock()) end },
     { "tostring(lock)", 1, function() call("tostring(lock)", false, tostring, a_lock()) end },
-    { "lock:__close", 1, function()
-        local l = a_lock()
-        call("lock:__close", false, function(x) return getmetatable(x).__close(x) end, l)
-      end },
-    { "client:poll", 2, function()
-        local c = a_client()
-        call("client:poll", false, function(...) return c.poll(...) end, c, with_extra({ n = 0 }))
-      end },
-    { "client:stats", 2, function()
-        local c = a_client()
-        call("client:stats", false, function(...) return c.stats(...) end, c)
-      end },
-    { "client:fd", 2, function()
-        local c = a_client()
-        call("client:fd", false, function(...) return c.fd(...) end, c)
-      end },
-    { "client:inspect", 3, function()
-        local c = a_client()
-        call("client:inspect", true, function(...) return c.inspect(...) end, c, a_name())
-      end },
+    { "lock:__close", 1, function() call("lock:__close", false, LM.__close, a_lock()) end },
+    { "client:poll", 2, function() call("client:poll", false, CM.poll, a_client(), with_extra({ n = 0 })) end },
+    { "client:stats", 2, function() call("client:stats", false, CM.stats, a_client()) end },
+    { "client:fd", 2, function() call("client:fd", false, CM.fd, a_client()) end },
+    { "client:inspect", 3, function() call("client:inspect", true, CM.inspect, a_client(), a_name()) end },
     { "client:release_token", 3, function()
-        local c = a_client()
         local token = (#locks > 0 and chance(0.5)) and pick(locks).token or random_value()
-        call("client:release_token", true, function(...) return c.release_token(...) end, c, a_name(), token)
+        call("client:release_token", true, CM.release_token, a_client(), a_name(), token)
       end },
-    { "client:break_lock", 2, function()
-        local c = a_client()
-        call("client:break_lock", true, function(...) return c.break_lock(...) end, c, a_name())
-      end },
-    { "client:close", 1, function()
-        local c = a_client()
-        call("client:close", false, function(...) return c.close(...) end, c)
-      end },
+    { "client:break_lock", 2, function() call("client:break_lock", true, CM.break_lock, a_client(), a_name()) end },
+    { "client:close", 1, function() call("client:close", false, CM.close, a_client()) end },
     { "tostring(client)", 1, function() call("tostring(client)", false, tostring, a_client()) end },
     { "url.parse", 4, function()
         local v = chance(0.6) and random_string() or random_value()
@@ -537,13 +535,13 @@ describe("lua fuzzer", function()
         if res and type(res[2]) == "userdata" then add_conn(res[2]) end
       end },
     { "conn:command", 5, function()
-        local c = #conns > 0 and pick(conns) or random_value()
+        local c = a_conn()
         local args = random_args(rint(0, 4))
         call("conn:command", true, function(...) return c:command(...) end, command_name(),
           unpack(args, 1, args.n))
       end },
     { "conn:script", 4, function()
-        local c = #conns > 0 and pick(conns) or random_value()
+        local c = a_conn()
         local name = chance(0.8) and pick(script_names) or random_value()
         local args = random_args(rint(0, 7))
         call("conn:script", true, function(...) return c:script(...) end, name, unpack(args, 1, args.n))
@@ -586,6 +584,7 @@ describe("lua fuzzer", function()
     other:close()
     local c = assert(redislock.connect { url = srv.url })
     local l = assert(c:acquire("fz:extras", { ttl = 5 }))
+    CM, LM = getmetatable(c), getmetatable(l)
     extras = { io.stdout, io.stderr, other, other._conn, l._watch or io.stdout, core, redislock }
     l:release()
     c:close()
@@ -617,6 +616,12 @@ describe("lua fuzzer", function()
     local elapsed = helpers.monotime() - t0
     print(("fuzz: seed=%d calls=%d raised=%d nil-err=%d ok=%d violations=%d (%.1f s)"):format(
       SEED, stats.calls, stats.raised, stats.nil_err, stats.ok, #violations, elapsed))
+    if os.getenv("REDISLOCK_FUZZ_VERBOSE") then
+      for label, t in pairs(per_label) do
+        print(("  %-22s raised=%d nil-err=%d ok=%d"):format(label, t.raised, t.nil_err, t.ok))
+        for _, m in ipairs(t.samples) do print("      " .. m:gsub("%c", "?")) end
+      end
+    end
     assert(#violations == 0, table.concat(violations, "\n"))
     -- The server is still there and answers.
     assert.equal("PONG", (srv:cli("PING")))
