@@ -10,8 +10,8 @@
  * more for that lock is sent.
  *
  * Renewal: each lock is renewed at a third of its ttl with the very `extend`
- * script that lock:extend sends. Locks due at about the same time go out as
- * one pipeline. A min-heap on the next renewal time keeps a tick O(due log n).
+ * script that lock:extend sends. Locks due within half a renewal interval
+ * of each other go out as one pipeline. A min-heap on the next renewal time keeps a tick O(due log n).
  *
  * Loss: "not held" from Redis is final at once. A renewal that gets no answer
  * is retried quickly; the lock is declared lost when the lease we know of ends
@@ -52,6 +52,8 @@ typedef struct wd_entry {
     size_t toklen;
     int64_t ttl_ms;
     int64_t next_at;        /* monotonic ms of the next renewal */
+    int64_t slack;          /* may be renewed this much early, to share a
+                               pipeline: half its renewal interval */
     int64_t lease_end;      /* monotonic ms until which the lease is surely ours */
     int64_t hold_until;     /* 0, or when max_hold stops renewals */
     pid_t pid;              /* the process that registered it */
@@ -321,7 +323,7 @@ static void wd_collect(wd *w, wd_batch *b, int64_t now) {
     b->n = 0;
     while (w->nheap > 0 && b->n < WD_BATCH_MAX) {
         wd_entry *e = w->heap[0];
-        if (e->next_at > now + e->ttl_ms / 6) break;
+        if (e->next_at > now + e->slack) break;
         wd_heap_remove(w, e);
         if (e->pid != w->pid) continue;  /* the parent's, after a fork */
         if (now >= e->lease_end) {
@@ -420,6 +422,7 @@ static void wd_apply(wd *w, wd_batch *b) {
             e->failing = 0;
             e->lease_end = end;
             e->next_at = b->sent_at + b->ttl_ms[i] / 3;
+            e->slack = b->ttl_ms[i] / 6;
         } else if (b->result[i] == 0) {
             wd_mark_lost(w, e, WD_NOT_HELD);
             continue;
@@ -433,6 +436,7 @@ static void wd_apply(wd *w, wd_batch *b) {
                 continue;
             }
             e->next_at = now + retry < e->lease_end ? now + retry : e->lease_end;
+            e->slack = 0;
         }
         wd_heap_push(w, e);
     }
@@ -459,7 +463,7 @@ static void *wd_main(void *arg) {
             pthread_cond_wait(&w->wake, &w->mu);
         } else {
             /* Wake for the earliest lock; wd_collect then takes the ones due
-             * within a sixth of their ttl along with it. */
+             * within their slack along with it. */
             int64_t at = w->heap[0]->next_at;
             struct timespec ts;
             if (at <= now) continue;
@@ -602,7 +606,14 @@ int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t tokl
     e->toklen = toklen;
     e->ttl_ms = ttl_ms;
     e->lease_end = lease_end_ms;
-    e->next_at = monotime_ms() + ttl_ms / 3;
+    /* Renew at a third of the ttl, or sooner when the lease we start from
+     * is shorter than the ttl (a lock handed over with a short lease). */
+    {
+        int64_t now = monotime_ms();
+        int64_t by_ttl = now + ttl_ms / 3, by_lease = now + (lease_end_ms - now) / 3;
+        e->next_at = by_lease < by_ttl ? by_lease : by_ttl;
+        e->slack = (e->next_at - now) / 2;
+    }
     e->hold_until = hold_until_ms;
     e->pid = getpid();
     e->state = WD_HELD;
@@ -681,6 +692,7 @@ void wd_renewed(wd *w, uint64_t id, int64_t ttl_ms, int64_t lease_end_ms) {
         if (!e->in_flight) {
             wd_heap_remove(w, e);
             e->next_at = monotime_ms() + ttl_ms / 3;
+            e->slack = ttl_ms / 6;
             wd_heap_push(w, e);
             pthread_cond_signal(&w->wake);
         }

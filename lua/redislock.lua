@@ -222,6 +222,10 @@ local ACQUIRE_OPTIONS = {
 -- place in line; one that stops trying loses its place after FAIR_KEEP.
 local FAIR_HEARTBEAT = 1
 local FAIR_KEEP_MS = 2500
+-- The lease a release hands over with the lock to a fair waiter: short, so
+-- one that died in line blocks the name only this long; the new holder's
+-- watchdog renews it to the full ttl at once.
+local FAIR_GRANT_MS = 3000
 
 -- Key layout: the name is the hash tag, so the lock, its fence counter and
 -- its wait signals land in one Cluster slot and one script may touch them.
@@ -235,6 +239,7 @@ function Client:_keys(name)
                                     -- waiters: here .. ":" .. their token)
     queue = key .. ":queue",        -- fair waiters in arrival order
     deadlines = key .. ":queue:deadlines",
+    leases = key .. ":queue:leases",
   }
 end
 
@@ -249,9 +254,9 @@ function Client:_wait_conn()
   return self._waiter
 end
 
--- Blocks until a release of `keys` leaves a wakeup, or `seconds` pass.
--- Returns true when woken or timed out; nil, err when the wait connection
--- failed (the caller falls back to sleeping).
+-- Blocks until a release leaves a wakeup in `signal`, or `seconds` pass.
+-- Returns true and the wakeup (nil when timed out); nil, err when the wait
+-- connection failed (the caller falls back to sleeping).
 --
 -- Redis checks blocking timeouts only as often as its `hz` (every 100 ms by
 -- default), so a BLPOP may return well after its timeout. Our own socket
@@ -265,37 +270,35 @@ function Client:_wait_release(signal, seconds)
   local r
   r, err = conn:command("BLPOP", signal, string.format("%.3f", seconds))
   if r == nil and not err:find("timed out", 1, true) then return nil, err end
-  return true
+  return true, r and r[2] or nil
 end
 
 function Client:_release_keys(keys, token)
-  return self._conn:script("release", keys.lock, keys.waiters, keys.signal, keys.queue, token)
+  return self._conn:script("release", keys.lock, keys.waiters, keys.signal, keys.queue,
+    keys.deadlines, keys.leases, keys.fence, token)
 end
 
--- One attempt. Returns the lock; or nil, err, holder_ms.
-function Client:_try(name, keys, token, ttl, mode, opts, max_hold)
-  local conn = self._conn
-  local t0 = monotime()
-  local r, err
-  if mode == "fair" then
-    r, err = conn:script("acquire_fair", keys.lock, keys.fence, keys.queue, keys.deadlines,
-      token, ttl_ms(ttl), FAIR_KEEP_MS)
-  else
-    r, err = conn:script("acquire", keys.lock, keys.fence, keys.waiters, token,
-      ttl_ms(ttl), mode == "notify" and "1" or "0")
-  end
-  if not r then return nil, err end
-  if r[1] ~= 1 then return nil, "busy", r[2] end
-  local expires = lease_end(t0, ttl)
+-- Turns a grant into a held lock: checks the lease is still running (the
+-- reply may have come so late that it is over: handing it out would let the
+-- caller act without a lock, etcd #11456) and registers the watchdog.
+-- t0: when the request that led to the grant was sent; lease: seconds the
+-- grant runs from then; ttl: what the lock is renewed to.
+function Client:_grant(name, keys, token, fence, t0, lease, ttl, opts, max_hold)
+  local expires = lease_end(t0, lease)
   if monotime() >= expires then
-    -- The reply came so late that the lease may be over already: handing
-    -- it out would let the caller act without a lock (etcd #11456).
     self:_release_keys(keys, token)
     return nil, "timeout"
   end
-  local lock = new_lock(self, name, keys, token, r[2], ttl, expires, opts.on_lost)
-  if opts.watchdog == false then return lock end
-  local watch, werr = conn:watch(keys.lock, token, ttl, expires, max_hold and t0 + max_hold)
+  local lock = new_lock(self, name, keys, token, fence, ttl, expires, opts.on_lost)
+  if opts.watchdog == false then
+    if lease < ttl then
+      -- handed over with a short lease: bring it to the asked ttl now
+      local ok, err = lock:extend(ttl)
+      if not ok then return nil, err == "not held" and "timeout" or err end
+    end
+    return lock
+  end
+  local watch, werr = self._conn:watch(keys.lock, token, ttl, expires, max_hold and t0 + max_hold)
   if not watch then
     -- No watchdog, no lock: the caller asked for a lease that lives as
     -- long as it does, and we cannot promise that.
@@ -305,6 +308,25 @@ function Client:_try(name, keys, token, ttl, mode, opts, max_hold)
   lock._watch = watch
   self._locks[watch:id()] = lock
   return lock
+end
+
+-- One attempt. Returns the lock; or nil, err, holder_ms.
+function Client:_try(name, keys, token, ttl, mode, opts, max_hold)
+  local conn = self._conn
+  local t0 = monotime()
+  local r, err
+  if mode == "fair" then
+    r, err = conn:script("acquire_fair", keys.lock, keys.fence, keys.queue, keys.deadlines,
+      keys.leases, token, ttl_ms(ttl), FAIR_KEEP_MS, math.min(ttl_ms(ttl), FAIR_GRANT_MS))
+  else
+    r, err = conn:script("acquire", keys.lock, keys.fence, keys.waiters, token,
+      ttl_ms(ttl), mode == "notify" and "1" or "0")
+  end
+  if not r then return nil, err end
+  if r[1] ~= 1 then return nil, "busy", r[2] end
+  -- r[3]: handed to us earlier, with this much of its lease left
+  local lease = r[3] and r[3] / 1000 or ttl
+  return self:_grant(name, keys, token, r[2], t0, lease, ttl, opts, max_hold)
 end
 
 --- Takes the lock `name`, waiting up to opts.wait seconds for it.
@@ -358,17 +380,26 @@ function Client:acquire(name, opts)
     local limit = deadline - now
     if holder_ms and holder_ms > 0 then limit = math.min(limit, holder_ms / 1000) end
     if mode == "fair" then limit = math.min(limit, FAIR_HEARTBEAT) end
-    local woken = false
+    local woken, grant = false, nil
+    local t_wait = monotime()
     if mode ~= "poll" and err == "busy" and limit >= 0.001 then
-      woken = self:_wait_release(signal, limit)
+      woken, grant = self:_wait_release(signal, limit)
     end
-    if not woken and not (mode ~= "fair" and holder_ms and holder_ms <= 0 and err == "busy") then
+    if mode == "fair" and grant then
+      -- A release handed us the lock with a short lease, counted from
+      -- before we started waiting: the grant came after that.
+      local granted = math.min(ttl_ms(ttl), FAIR_GRANT_MS) / 1000
+      lock, err = self:_grant(name, keys, token, tonumber(grant), t_wait, granted, ttl, opts, max_hold)
+      if lock then break end
+    elseif not woken and not (mode ~= "fair" and holder_ms and holder_ms <= 0 and err == "busy") then
       self._sleep(math.min(backoff.delay(attempt), limit))
     end
   end
   if not lock and mode == "fair" then
-    -- Leave the line, passing on a wakeup we may have been owed.
-    self._conn:script("dequeue", keys.lock, keys.queue, keys.deadlines, keys.signal, token)
+    -- Leave the line; if a release handed us the lock just now, releasing
+    -- it hands it on to the next in line.
+    self._conn:script("dequeue", keys.queue, keys.deadlines, keys.leases, token)
+    self:_release_keys(keys, token)
   end
   if lock then return lock end
   return nil, err

@@ -86,7 +86,7 @@ describe("connect", function()
     assert.equal("OK", srv:cli_raw("ACL", "SETUSER", "locker", "on", ">lockpw", "~app:*",
       "resetchannels", "-@all", "+evalsha", "+eval", "+get", "+set", "+del", "+pexpire",
       "+pttl", "+incr", "+exists", "+rpush", "+ltrim", "+blpop", "+lindex", "+lpop",
-      "+lrem", "+zadd", "+zrem", "+zscore", "+time", "+ping"))
+      "+lrem", "+zadd", "+zrem", "+zscore", "+hset", "+hget", "+hdel", "+time", "+ping"))
     local url = "redis://locker:lockpw@127.0.0.1:" .. srv.port
     local c = assert(redislock.connect { url = url, prefix = "app:" })
     local c2 = assert(redislock.connect { url = url, prefix = "app:" })

@@ -186,7 +186,9 @@ describe("waiting", function()
     assert.equal(0, patient:wait(15), patient:stderr())
     local got = tonumber(patient:stdout():match("got (%S+)"))
     -- the dead waiter holds the line at most until its place expires
-    assert.is_true(got - released < 3.5 + 0.5, string.format("took %.2f s", got - released))
+    -- (it may even be handed the lock: then the 3 s grant lease runs out,
+    -- and the next heartbeat, within 1 s, takes it)
+    assert.is_true(got - released < 3 + 1 + 0.5, string.format("took %.2f s", got - released))
     doomed:wait(5)
   end)
 

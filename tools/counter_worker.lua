@@ -12,7 +12,8 @@
 -- so a checker can look for overlaps and measure handoffs across processes.
 -- t_released is taken just before release is sent. START_AT (monotonic
 -- seconds) lines the workers up so they really contend. NOTIFY "0" waits by
--- polling instead of release notifications. Exits non-zero on any failure.
+-- polling instead of release notifications, "fair" waits in line (fair =
+-- true). Exits non-zero on any failure.
 local redislock = require "redislock"
 local core = require "redislock.core"
 
@@ -22,6 +23,7 @@ local start_at = tonumber(arg[5])
 local hold = (tonumber(arg[6]) or 0) / 1000
 local pause = (tonumber(arg[7]) or 0) / 1000
 local notify = arg[8] ~= "0"
+local fair = arg[8] == "fair"
 local ttl = tonumber(arg[9]) or 10
 
 local client = assert(redislock.connect { url = url })
@@ -30,7 +32,7 @@ if start_at and start_at > core.monotime() then core.sleep(start_at - core.monot
 
 local out = {}
 for _ = 1, iterations do
-  local lock = assert(client:acquire(name, { ttl = ttl, wait = 120, notify = notify }))
+  local lock = assert(client:acquire(name, { ttl = ttl, wait = 120, notify = notify, fair = fair }))
   local t_acquired = core.monotime()
   local value, err = raw:command("GET", counter)   -- false when unset
   assert(value ~= nil, err)

@@ -1,12 +1,21 @@
--- acquire_fair: take the lock only in arrival order (fair = true).
--- Waiters queue up in a list; only the first in line may take a free lock.
--- A waiter that stops trying (gave up without leaving, or died) stays in
--- line only until its deadline, which it pushes forward on every attempt.
+-- acquire_fair: take the lock only in arrival order (fair = true). Also the
+-- waiter's heartbeat while it waits.
+-- Waiters queue up in a list; only the first in line may take a free lock,
+-- and release hands the lock straight to the first live waiter (see
+-- release.lua). A waiter that stops trying (gave up without leaving, or
+-- died) keeps its place only until its deadline, which every attempt pushes
+-- forward.
 -- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] queue (list of tokens),
--- KEYS[4] queue deadlines (sorted set token -> ms)
+-- KEYS[4] queue deadlines (sorted set token -> ms), KEYS[5] queued leases
+-- (hash token -> ttl ms)
 -- ARGV[1] owner token (also the waiter's place in line), ARGV[2] lease in ms,
--- ARGV[3] how long in ms the waiter keeps its place without trying again
--- Returns {1, fence} when granted, {0, pttl} otherwise (pttl -2: the lock
+-- ARGV[3] how long in ms the waiter keeps its place without trying again,
+-- ARGV[4] the lease in ms a release hands over with the lock (short, so a
+-- waiter that died in line blocks the name only briefly; the new holder's
+-- watchdog renews it to the full lease at once)
+-- Returns {1, fence} when taken now, {1, fence, pttl} when a release handed
+-- it to us since our last attempt (pttl: what remains of that lease),
+-- {0, pttl} otherwise (pttl -2: the lock
 -- is free but someone is ahead in line).
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 -- The fence counter starts at the server's clock in microseconds when it is
@@ -22,12 +31,18 @@ local function next_fence(key)
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  -- A release handed it to us (we missed the wakeup); its fence is the
+  -- newest drawn, and the lease is what remains of the one handed over.
+  return {1, tonumber(redis.call('GET', KEYS[2])), redis.call('PTTL', KEYS[1])}
+end
 local head = redis.call('LINDEX', KEYS[3], 0)
 while head do
   local deadline = redis.call('ZSCORE', KEYS[4], head)
   if deadline and tonumber(deadline) > now then break end
   redis.call('LPOP', KEYS[3])
   redis.call('ZREM', KEYS[4], head)
+  redis.call('HDEL', KEYS[5], head)
   head = redis.call('LINDEX', KEYS[3], 0)
 end
 if (not head or head == ARGV[1]) and
@@ -35,6 +50,7 @@ if (not head or head == ARGV[1]) and
   if head then
     redis.call('LPOP', KEYS[3])
     redis.call('ZREM', KEYS[4], ARGV[1])
+    redis.call('HDEL', KEYS[5], ARGV[1])
   end
   return {1, next_fence(KEYS[2])}
 end
@@ -43,7 +59,7 @@ if not redis.call('ZSCORE', KEYS[4], ARGV[1]) then
 end
 local keep = tonumber(ARGV[3])
 redis.call('ZADD', KEYS[4], now + keep, ARGV[1])
+redis.call('HSET', KEYS[5], ARGV[1], ARGV[4])
 -- An abandoned queue disappears on its own.
-redis.call('PEXPIRE', KEYS[3], keep + 60000)
-redis.call('PEXPIRE', KEYS[4], keep + 60000)
+for i = 3, 5 do redis.call('PEXPIRE', KEYS[i], keep + 60000) end
 return {0, redis.call('PTTL', KEYS[1])}

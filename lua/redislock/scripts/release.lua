@@ -1,22 +1,52 @@
 -- release: compare-and-delete; only the owner's token removes the key.
--- Then wake whoever waits: the first in line of a fair queue gets a wakeup
--- in its own list; other waiters (the waiters flag is set) share one list
--- that keeps one pending wakeup. One is enough: whoever takes it retries at
--- once, and the next release leaves another.
+-- Then, if fair waiters are queued, hand the lock straight to the first live
+-- one: the lock is set to its token with its lease and a new fence, and the
+-- fence is pushed to that waiter's own list, where its BLPOP returns it as
+-- the grant (one hop, no retry race). Otherwise, if non-fair waiters wait
+-- (the waiters flag is set), leave one wakeup in their shared list; one is
+-- enough: whoever takes it retries at once, and the next release leaves
+-- another.
 -- KEYS[1] lock key, KEYS[2] waiters flag, KEYS[3] signal list,
--- KEYS[4] fair queue (a fair waiter's own list is KEYS[3] .. ':' .. token)
+-- KEYS[4] fair queue, KEYS[5] its deadlines, KEYS[6] its leases,
+-- KEYS[7] fence counter
+-- (a fair waiter's own list is KEYS[3] .. ':' .. token: same hash tag)
 -- ARGV[1] owner token
 -- Returns 1 when deleted, 0 when the key is gone or belongs to someone else.
+if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
+-- The fence counter starts at the server's clock in microseconds when it is
+-- created, and grows by one per grant: if Redis loses it (a restart without
+-- persistence), the new counter starts above every fence handed out before,
+-- unless the server's clock went back.
+local function next_fence(key)
+  if redis.call('EXISTS', key) == 0 then
+    local t = redis.call('TIME')
+    redis.call('SET', key, string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2])))
+  end
+  return redis.call('INCR', key)
+end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
 local head = redis.call('LINDEX', KEYS[4], 0)
 if head then
-  local own = KEYS[3] .. ':' .. head
-  redis.call('RPUSH', own, '1')
-  redis.call('LTRIM', own, -1, -1)
-  redis.call('PEXPIRE', own, 10000)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  while head do
+    local deadline = redis.call('ZSCORE', KEYS[5], head)
+    local ttl = redis.call('HGET', KEYS[6], head)
+    redis.call('LPOP', KEYS[4])
+    redis.call('ZREM', KEYS[5], head)
+    redis.call('HDEL', KEYS[6], head)
+    if deadline and tonumber(deadline) > now and ttl then
+      redis.call('SET', KEYS[1], head, 'PX', ttl)
+      local own = KEYS[3] .. ':' .. head
+      redis.call('RPUSH', own, next_fence(KEYS[7]))
+      redis.call('PEXPIRE', own, 60000)
+      return 1
+    end
+    head = redis.call('LINDEX', KEYS[4], 0)
+  end
 end
 local waiting = redis.call('PTTL', KEYS[2])
 if waiting > 0 then
