@@ -214,7 +214,7 @@ for _, w in ipairs(workers) do
       writes[#writes + 1] = { name = name, fence = tonumber(fence), result = result, mode = w.mode }
     elseif kind == "hold" then
       local name, fence, t0, t1, ended, lease_end, lost_at, reason =
-        line:match("^hold (%S+) (%d+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)")
+        line:match("^hold (%S+) (%d+) (%S+) (%S+) (%S+) (%S+) (%S+) (.+)$")
       holds[#holds + 1] = { name = name, fence = tonumber(fence), t0 = tonumber(t0), t1 = tonumber(t1),
         worker = w.id, mode = w.mode }
       if tonumber(lost_at) >= 0 then
@@ -340,8 +340,9 @@ for _, r in ipairs(reasons) do
   local detail = ""
   if #l.margins > 0 then
     table.sort(l.margins)
-    detail = string.format(" (%.0f ms median, %.0f ms min before the lease end)",
-      l.margins[math.ceil(#l.margins / 2)] * 1000, l.margins[1] * 1000)
+    detail = string.format(" (%.0f ms median, %.0f ms min before the lease end%s)",
+      l.margins[math.ceil(#l.margins / 2)] * 1000, l.margins[1] * 1000,
+      l.margins[1] < 0 and "; negative: after it, the process was paused" or "")
   end
   row("losses reported: " .. r, l.n .. detail)
 end
