@@ -194,7 +194,7 @@ describe("lua fuzzer", function()
     end
   end
 
-  local WORLD_ERR = { "^busy", "^timeout", "^not held", "^connection ", "^redis error" }
+  local WORLD_ERR = { "^busy", "^timeout", "^not held", "^stale", "^connection ", "^redis error" }
   local function world_err(err)
     for _, p in ipairs(WORLD_ERR) do
       if err:find(p) then return true end
@@ -315,6 +315,19 @@ describe("lua fuzzer", function()
   local function a_lock()
     if #locks == 0 or chance(0.05) then return random_value() end
     return pick(locks)
+  end
+
+  local function a_resource()
+    if chance(0.8) then return pick({ "fz:r1", "fz:r2", "fz:a" }) end
+    return a_name()
+  end
+
+  local function a_fence()
+    local r = rand() % 10
+    if r < 4 and #locks > 0 then return pick(locks).fence end
+    if r < 7 then return rint(1, 50) end
+    if r < 8 then return pick(SPECIAL_INTS) end
+    return random_value()
   end
 
   local ON_LOST = {
@@ -501,6 +514,23 @@ describe("lua fuzzer", function()
         call("lock:release", true, LM.release, a_lock(), with_extra({ n = 0 }))
       end },
     { "lock:held", 3, function() call("lock:held", false, LM.held, a_lock()) end },
+    { "lock:lease_end", 2, function()
+        if not LM.lease_end then return end
+        local l = a_lock()
+        -- Not a nil, err function: a real lock gives a number; anything
+        -- else as self may raise or give nil.
+        local ok, t = pcall(LM.lease_end, l)
+        stats.calls = stats.calls + 1
+        if not ok then
+          stats.raised = stats.raised + 1
+          if type(t) ~= "string" then violation("lock:lease_end", "raised a " .. type(t)) end
+        else
+          stats.ok = stats.ok + 1
+          if getmetatable(l) == LM and type(t) ~= "number" then
+            violation("lock:lease_end", ("a lock (%s) gave %s"):format(tostring(l._state), tostring(t)))
+          end
+        end
+      end },
     { "tostring(lock)", 1, function() call("tostring(lock)", false, tostring, a_lock()) end },
     { "lock:__close", 1, function() call("lock:__close", false, LM.__close, a_lock()) end },
     { "client:poll", 2, function() call("client:poll", false, CM.poll, a_client(), with_extra({ n = 0 })) end },
@@ -512,6 +542,15 @@ describe("lua fuzzer", function()
         call("client:release_token", true, CM.release_token, a_client(), a_name(), token)
       end },
     { "client:break_lock", 2, function() call("client:break_lock", true, CM.break_lock, a_client(), a_name()) end },
+    { "client:fenced_set", 3, function()
+        if not CM.fenced_set then return end
+        local value = chance(0.8) and (chance(0.5) and random_string() or rint(-5, 5)) or random_value()
+        call("client:fenced_set", true, CM.fenced_set, a_client(), a_resource(), value, a_fence())
+      end },
+    { "client:fenced_get", 3, function()
+        if not CM.fenced_get then return end
+        call("client:fenced_get", true, CM.fenced_get, a_client(), a_resource(), a_fence())
+      end },
     { "client:close", 1, function() call("client:close", false, CM.close, a_client()) end },
     { "tostring(client)", 1, function() call("tostring(client)", false, tostring, a_client()) end },
     { "url.parse", 4, function()

@@ -342,7 +342,7 @@ for _, r in ipairs(reasons) do
     table.sort(l.margins)
     detail = string.format(" (%.0f ms median, %.0f ms min before the lease end%s)",
       l.margins[math.ceil(#l.margins / 2)] * 1000, l.margins[1] * 1000,
-      l.margins[1] < 0 and "; negative: after it, the process was paused" or "")
+      l.margins[1] < 0 and "; negative: delivered after it, the process being paused or blocked" or "")
   end
   row("losses reported: " .. r, l.n .. detail)
 end
