@@ -12,6 +12,7 @@
 #   make test51     core specs on Lua 5.1 (LuaJIT/OpenResty's language)
 #   make torture    fault-injection run with a report (DURATION=300 for the long one)
 #   make bench      handoff benchmark against a C spin-poll baseline
+#   make fuzz       libFuzzer on the C core for FUZZ_SECONDS (30)
 #
 # Another Lua: make LUA_VERSION=5.1, or make LUA=luajit LUA_PC=luajit.
 
@@ -50,7 +51,7 @@ LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lu
 
 TARGET  = redislock/core.so
 
-.PHONY: all deps test-deps test specs lint demo install uninstall clean sanitize valgrind helgrind rock torture bench test51
+.PHONY: all deps test-deps test specs lint demo install uninstall clean sanitize valgrind helgrind rock torture bench test51 fuzz
 
 all: $(TARGET)
 
@@ -126,6 +127,13 @@ test51: test-deps
 	@$(MAKE) --no-print-directory build/lua5.1/$(TARGET)
 	@REDISLOCK_CPATH="./build/lua5.1/?.so" LUA=lua5.1 BUSTED="$(BUSTED)" \
 	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS)
+
+# libFuzzer over the C core's parsing of untrusted bytes (fuzz/README.md).
+FUZZ_SECONDS ?= 30
+fuzz: test-deps
+	@tools/deps.sh clang libclang-rt-14-dev
+	@$(MAKE) --no-print-directory build/scripts_gen.h
+	@bash fuzz/run.sh $(FUZZ_SECONDS)
 
 rock: test-deps
 	@tools/rock_check.sh "$(LUA_VERSION)"

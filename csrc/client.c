@@ -44,6 +44,7 @@ static client_ud *client_check(lua_State *L) {
 
 static const char *client_opt_string(lua_State *L, int t, const char *key) {
     const char *s;
+    size_t len;
     lua_getfield(L, t, key);
     if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
@@ -52,8 +53,11 @@ static const char *client_opt_string(lua_State *L, int t, const char *key) {
     if (lua_type(L, -1) != LUA_TSTRING)
         luaL_error(L, "bad config field '%s' (string expected, got %s)", key, luaL_typename(L, -1));
     /* Left on the stack so that it stays alive until connect returns, even
-     * if an __index metamethod made it up. */
-    s = lua_tostring(L, -1);
+     * if an __index metamethod made it up. These go to C strings (a host
+     * name, AUTH): an embedded NUL would silently cut them, so refuse it. */
+    s = lua_tolstring(L, -1, &len);
+    if (strlen(s) != len)
+        luaL_error(L, "bad config field '%s' (contains a NUL byte)", key);
     return s;
 }
 
@@ -194,7 +198,9 @@ static int meth_script(lua_State *L) {
     const char *argv[SCRIPT_MAX_ARGS];
     size_t lens[SCRIPT_MAX_ARGS];
     client_ud *u = client_check(L);
-    const script_def *s = script_find(luaL_checkstring(L, 2));
+    size_t len;
+    const char *name = luaL_checklstring(L, 2, &len);
+    const script_def *s = strlen(name) == len ? script_find(name) : NULL;
     int n;
     if (s == NULL) return luaL_argerror(L, 2, "no such script");
     n = client_args(L, 3, argv, lens, SCRIPT_MAX_ARGS);

@@ -509,7 +509,9 @@ function Client:with_lock(name, opts, fn, ...)
   local lock, err = self:acquire(name, opts)
   if not lock then return nil, err end
   local res = pack(pcall(fn, lock, ...))
-  lock:release()
+  -- Protected: if fn closed the client, the release raises, and fn's own
+  -- error (or results) must still come back unchanged.
+  pcall(lock.release, lock)
   if not res[1] then error(res[2], 0) end
   return true, unpack(res, 2, res.n)
 end

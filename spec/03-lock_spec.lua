@@ -215,6 +215,14 @@ describe("locks", function()
     assert.equal(0, admin:command("EXISTS", "{" .. name .. "}"))
   end)
 
+  it("with_lock re-raises fn's error even when fn closed the client", function()
+    local c = assert(redislock.connect { url = srv.url })
+    local mine = {}
+    local ok, e = pcall(c.with_lock, c, fresh(), nil, function() c:close() error(mine) end)
+    assert.is_false(ok)
+    assert.equal(mine, e)
+  end)
+
   it("with_lock returns nil, err when the lock is busy, without calling fn", function()
     local name = fresh()
     local l = assert(b:acquire(name, { ttl = 5 }))

@@ -42,6 +42,23 @@ describe("security", function()
     assert.is_nil(tostring(c):find("s3cret", 1, true))
   end)
 
+  it("refuses a NUL byte in a config string instead of cutting it", function()
+    local cases = {
+      { port = srv.port, password = "s3cret-pw\0anything" },
+      { url = ("redis://:s3cret-pw%%00junk@127.0.0.1:%d"):format(srv.port) },
+      { host = "127.0.0.1\0evil", port = srv.port, password = "s3cret-pw" },
+    }
+    for i, cfg in ipairs(cases) do
+      local ok, err = pcall(redislock.connect, cfg)
+      assert(not ok, "case " .. i .. " connected")
+      assert.matches("NUL", err)
+      assert.is_nil(err:find("s3cret", 1, true))
+    end
+    local c = assert(core.connect { port = srv.port, password = "s3cret-pw" })
+    assert.is_false(pcall(c.script, c, "release\0junk", "k", "w", "s", "q", "d", "l", "f", "t"))
+    c:close()
+  end)
+
   it("never shows a token in tostring or in an error", function()
     local c = assert(redislock.connect { url = url("s3cret-pw") })
     local l = assert(c:acquire("secret-token", { ttl = 5 }))
