@@ -6,14 +6,6 @@ local core = require "redislock.core"
 local PROCESSES = 8
 local ITERATIONS = 500
 
--- Parses the workers' "hold t0 t1 fence" lines.
-local function holds_of(text)
-  local holds = {}
-  for t0, t1, fence in text:gmatch("hold (%S+) (%S+) (%d+)") do
-    holds[#holds + 1] = { tonumber(t0), tonumber(t1), tonumber(fence) }
-  end
-  return holds
-end
 
 describe("multi-process torture", function()
   local srv
@@ -31,7 +23,7 @@ describe("multi-process torture", function()
     local holds = {}
     for i, p in ipairs(procs) do
       assert.equal(0, p:wait(120), "worker " .. i .. ": " .. (p:stderr() or ""))
-      for _, h in ipairs(holds_of(p:stdout())) do holds[#holds + 1] = h end
+      for _, h in ipairs(helpers.holds_of(p:stdout())) do holds[#holds + 1] = h end
     end
     assert.equal(PROCESSES * ITERATIONS, #holds)
 

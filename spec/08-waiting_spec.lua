@@ -4,13 +4,6 @@ local helpers = require "spec.helpers"
 local redislock = require "redislock"
 local core = require "redislock.core"
 
-local function holds_of(text)
-  local holds = {}
-  for t0, t1, fence in text:gmatch("hold (%S+) (%S+) (%d+)") do
-    holds[#holds + 1] = { tonumber(t0), tonumber(t1), tonumber(fence) }
-  end
-  return holds
-end
 
 describe("waiting", function()
   local srv, client
@@ -95,7 +88,7 @@ describe("waiting", function()
     local holds = {}
     for i, p in ipairs(procs) do
       assert.equal(0, p:wait(120), p:stderr())
-      for _, h in ipairs(holds_of(p:stdout())) do
+      for _, h in ipairs(helpers.holds_of(p:stdout())) do
         h[4] = i
         holds[#holds + 1] = h
       end

@@ -486,6 +486,16 @@ M.lua_bin = find_interpreter()
 -- Absolute, so a child that changes directory still finds the modules.
 local ROOT = trim((M.sh("pwd")))
 
+--- Parses tools/counter_worker.lua's "hold t_acquired t_released fence"
+-- lines into { {t0, t1, fence}, ... }.
+function M.holds_of(text)
+  local holds = {}
+  for t0, t1, fence in text:gmatch("hold (%S+) (%S+) (%d+)") do
+    holds[#holds + 1] = { tonumber(t0), tonumber(t1), tonumber(fence) }
+  end
+  return holds
+end
+
 --- Shell command line running Lua code (or a file, if `code_or_file` names
 -- an existing file; extra args are then passed to it) with the repo's
 -- ./lua and ./?.so (redislock/core.so) first on package.path/cpath.
