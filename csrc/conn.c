@@ -10,6 +10,7 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +141,9 @@ static int conn_open(conn *c) {
         conn_fail(c, "failed");
         return -1;
     }
+    /* hiredis 0.14 opens sockets without SOCK_CLOEXEC: a command started by
+     * `redislock run` would inherit an authenticated connection. */
+    fcntl(c->ctx->fd, F_SETFD, fcntl(c->ctx->fd, F_GETFD) | FD_CLOEXEC);
     if (c->cfg.timeout_ms > 0 && redisSetTimeout(c->ctx, conn_tv(c->cfg.timeout_ms)) != REDIS_OK) {
         conn_fail(c, "failed");
         return -1;

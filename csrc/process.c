@@ -232,6 +232,14 @@ static int global_signalfd(lua_State *L) {
         sigaddset(&set, process_checksig(L, lua_gettop(L)));
         lua_pop(L, 1);
     }
+    if (sigismember(&set, SIGCHLD)) {
+        /* An inherited SIG_IGN would make the kernel reap our children
+         * itself, and waitpid would never report them. */
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigaction(SIGCHLD, &dfl, NULL);
+    }
     if (sigprocmask(SIG_BLOCK, &set, NULL) != 0) return process_fail(L, "sigprocmask");
     fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     if (fd < 0) return process_fail(L, "signalfd");
@@ -239,19 +247,26 @@ static int global_signalfd(lua_State *L) {
     return 1;
 }
 
+/* poll(2) for input on fd for up to t seconds (clamped to a day, so the
+ * millisecond count fits an int). */
+static int process_poll(int fd, lua_Number t) {
+    struct pollfd p;
+    int r;
+    if (t > 86400) t = 86400;
+    p.fd = fd;
+    p.events = POLLIN;
+    do r = poll(&p, 1, (int)(t * 1000)); while (r < 0 && errno == EINTR);
+    return r > 0 && (p.revents & POLLIN);
+}
+
 /* core.signal_wait(fd, timeout_seconds) -> "TERM" | nil (timed out)
  * Waits until a signal arrives on the signalfd or the timeout passes. */
 static int global_signal_wait(lua_State *L) {
     int fd = (int)luaL_checkinteger(L, 1);
     lua_Number t = luaL_checknumber(L, 2);
-    struct pollfd p;
     struct signalfd_siginfo si;
-    int r;
     if (!(t >= 0 && t < 1e9)) return luaL_argerror(L, 2, "timeout out of range");
-    p.fd = fd;
-    p.events = POLLIN;
-    do r = poll(&p, 1, (int)(t * 1000)); while (r < 0 && errno == EINTR);
-    if (r <= 0) return 0;
+    if (!process_poll(fd, t)) return 0;
     if (read(fd, &si, sizeof si) != (ssize_t)sizeof si) return 0;
     {
         const char *name = process_signame((int)si.ssi_signo);
@@ -263,14 +278,10 @@ static int global_signal_wait(lua_State *L) {
 
 /* core.readable(fd, timeout_seconds) -> true | false: poll(2) for input. */
 static int global_readable(lua_State *L) {
-    struct pollfd p;
     lua_Number t = luaL_checknumber(L, 2);
-    int r;
+    int fd = (int)luaL_checkinteger(L, 1);
     if (!(t >= 0 && t < 1e9)) return luaL_argerror(L, 2, "timeout out of range");
-    p.fd = (int)luaL_checkinteger(L, 1);
-    p.events = POLLIN;
-    do r = poll(&p, 1, (int)(t * 1000)); while (r < 0 && errno == EINTR);
-    lua_pushboolean(L, r > 0 && (p.revents & POLLIN));
+    lua_pushboolean(L, process_poll(fd, t));
     return 1;
 }
 

@@ -50,15 +50,20 @@ static int meth_state(lua_State *L) {
     return 2;
 }
 
-/* watch:renewed(ttl, lease_end): the Lua side extended the lease itself.
- * Both in seconds; lease_end on the monotonic clock. */
+/* watch:renewed(ttl, lease_end, sent): the Lua side extended the lease
+ * itself with an extend sent at `sent`. Seconds; lease_end and sent on the
+ * monotonic clock. */
 static int meth_renewed(lua_State *L) {
     watch_ud *u = watch_check(L);
     lua_Number ttl = luaL_checknumber(L, 2);
     lua_Number end = luaL_checknumber(L, 3);
+    lua_Number sent = luaL_checknumber(L, 4);
     if (!(ttl >= 0.001 && ttl < 1e10)) return luaL_argerror(L, 2, "ttl out of range");
     if (!(end >= 0 && end < 1e12)) return luaL_argerror(L, 3, "lease end out of range");
-    if (u->w != NULL) wd_renewed(u->w, u->id, (int64_t)(ttl * 1000 + 0.5), (int64_t)(end * 1000));
+    if (!(sent >= 0 && sent < 1e12)) return luaL_argerror(L, 4, "send time out of range");
+    if (u->w != NULL)
+        wd_renewed(u->w, u->id, (int64_t)(ttl * 1000 + 0.5), (int64_t)(end * 1000),
+                   (int64_t)(sent * 1000));
     return 0;
 }
 

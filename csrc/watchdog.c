@@ -59,6 +59,9 @@ typedef struct wd_entry {
     pid_t pid;              /* the process that registered it */
     int state;              /* WD_HELD or the reason it was lost */
     int failing;            /* the last renewal got no usable answer */
+    int64_t last_sent;      /* when the last renewal was sent (0: never) */
+    int64_t last_ttl;       /* the ttl it asked for */
+    int64_t last_done;      /* when its answer was applied */
     int in_flight;          /* in the pipeline being sent right now */
     int heap_pos;           /* index in the heap, -1 when not scheduled */
 } wd_entry;
@@ -81,6 +84,8 @@ struct wd {
     int inherited;          /* forked: conn and fd belong to the parent */
 
     conn *conn;             /* the thread's own connection */
+    long timeout_ms;        /* the client's configured timeouts: each round */
+    long connect_timeout_ms;/* trip is bounded by these and by its leases */
 
     wd_entry **slots;       /* id -> entry: slot index in the low 32 bits */
     uint32_t *gens;         /* generation per slot, the high 32 bits of ids */
@@ -335,6 +340,8 @@ static void wd_collect(wd *w, wd_batch *b, int64_t now) {
             continue;
         }
         e->in_flight = 1;
+        e->last_sent = now;
+        e->last_ttl = e->ttl_ms;
         b->ttl_ms[b->n] = e->ttl_ms;
         snprintf(b->ttl[b->n], sizeof b->ttl[0], "%lld", (long long)e->ttl_ms);
         if (e->lease_end - now < min_left) min_left = e->lease_end - now;
@@ -343,8 +350,7 @@ static void wd_collect(wd *w, wd_batch *b, int64_t now) {
     /* A round trip may not outlast the shortest lease in it: past that, the
      * answer no longer matters and we must be free to report the loss. */
     b->timeout_ms = min_left < WD_MIN_TIMEOUT_MS ? WD_MIN_TIMEOUT_MS : min_left;
-    if (w->conn->cfg.timeout_ms > 0 && b->timeout_ms > w->conn->cfg.timeout_ms)
-        b->timeout_ms = w->conn->cfg.timeout_ms;
+    if (w->timeout_ms > 0 && b->timeout_ms > w->timeout_ms) b->timeout_ms = w->timeout_ms;
 }
 
 /* Sends the listed renewals as one pipeline and reads their answers; those
@@ -393,7 +399,9 @@ static void wd_renew(wd *w, wd_batch *b) {
     const script_def *extend = script_find("extend");
     int todo[WD_BATCH_MAX];
     int i, again = 0;
-    conn_set_timeouts(w->conn, b->timeout_ms, b->timeout_ms);
+    conn_set_timeouts(w->conn,
+                      b->timeout_ms < w->connect_timeout_ms ? b->timeout_ms : w->connect_timeout_ms,
+                      b->timeout_ms);
     b->renewals = b->round_trips = 0;
     for (i = 0; i < b->n; i++) {
         todo[i] = 1;
@@ -413,6 +421,7 @@ static void wd_apply(wd *w, wd_batch *b) {
     for (i = 0; i < b->n; i++) {
         wd_entry *e = b->e[i];
         e->in_flight = 0;
+        e->last_done = now;
         if (e->state != WD_HELD) continue;
         if (b->result[i] == 1) {
             int64_t end = b->sent_at + b->ttl_ms[i] - wd_drift(b->ttl_ms[i]);
@@ -506,6 +515,8 @@ wd *wd_new(const conn_config *cfg) {
         free(w);
         return NULL;
     }
+    w->timeout_ms = cfg->timeout_ms;
+    w->connect_timeout_ms = cfg->connect_timeout_ms;
     w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     w->refs = 1;
     w->pid = getpid();
@@ -673,26 +684,39 @@ int wd_status(wd *w, uint64_t id, int64_t *lease_end_ms) {
         state = e->state;
         if (lease_end_ms) *lease_end_ms = e->lease_end;
         /* Judged now, not at the thread's next tick: a paused or starved
-         * thread must not make a dead lease look alive. */
-        if (state == WD_HELD && monotime_ms() >= e->lease_end)
+         * thread must not make a dead lease look alive. And final: a
+         * renewal answered later must not bring the lock back, since the
+         * caller may already have acted on its loss. */
+        if (state == WD_HELD && monotime_ms() >= e->lease_end) {
             state = w->stopped ? WD_STOPPED : e->failing ? WD_UNREACHABLE : WD_EXPIRED;
+            wd_mark_lost(w, e, state);
+        }
     }
     pthread_mutex_unlock(&w->mu);
     return state;
 }
 
-void wd_renewed(wd *w, uint64_t id, int64_t ttl_ms, int64_t lease_end_ms) {
+void wd_renewed(wd *w, uint64_t id, int64_t ttl_ms, int64_t lease_end_ms, int64_t sent_ms) {
     wd_entry *e;
     pthread_mutex_lock(&w->mu);
     e = wd_lookup(w, id);
     if (e != NULL && e->state == WD_HELD && e->pid == getpid()) {
+        int raced = e->in_flight || e->last_done >= sent_ms;
+        if (raced) {
+            /* A renewal of ours was on the wire while the Lua side's extend
+             * was: Redis may have run either PEXPIRE last, so count on the
+             * earlier of the two ends, and renew with the new ttl at once. */
+            int64_t ours = e->last_sent + e->last_ttl - wd_drift(e->last_ttl);
+            if (ours < lease_end_ms) lease_end_ms = ours;
+        }
         e->ttl_ms = ttl_ms;
         e->lease_end = lease_end_ms;
         e->failing = 0;
         if (!e->in_flight) {
+            int64_t now = monotime_ms();
             wd_heap_remove(w, e);
-            e->next_at = monotime_ms() + ttl_ms / 3;
-            e->slack = ttl_ms / 6;
+            e->next_at = raced ? now : now + ttl_ms / 3;
+            e->slack = raced ? 0 : ttl_ms / 6;
             wd_heap_push(w, e);
             pthread_cond_signal(&w->wake);
         }

@@ -62,8 +62,9 @@ void wd_unwatch(wd *w, uint64_t id);
 /* The lock's state, judged now; *lease_end_ms gets its lease end. */
 int wd_status(wd *w, uint64_t id, int64_t *lease_end_ms);
 
-/* The Lua side extended the lease itself: adopt the new ttl and lease end. */
-void wd_renewed(wd *w, uint64_t id, int64_t ttl_ms, int64_t lease_end_ms);
+/* The Lua side extended the lease itself with an extend sent at sent_ms:
+ * adopt the new ttl and lease end (the earlier end if a renewal raced it). */
+void wd_renewed(wd *w, uint64_t id, int64_t ttl_ms, int64_t lease_end_ms, int64_t sent_ms);
 
 /* Moves up to max pending loss reports into ids/states; returns how many.
  * Also drains the notification fd. */

@@ -118,6 +118,7 @@ function Lock:_lose(reason)
   if self._state == "held" then
     self._state = "lost"
     self.lost_reason = reason
+    self._expires = math.min(self._expires, monotime())
   end
 end
 
@@ -151,6 +152,7 @@ end
 -- ttl, minus the drift margin. Past it, act as if the lock were gone.
 -- syntax: t = lock:lease_end()
 function Lock:lease_end()
+  if not self:held() then return self._expires end -- in the past by now
   if self._watch then
     local _, known_end = self._watch:state()
     if known_end then return known_end end
@@ -164,7 +166,8 @@ function Lock:extend(ttl)
   if ttl == nil then ttl = self.ttl end
   check_ttl("extend", ttl)
   self._client:poll()
-  if self._state == "released" or self._pid ~= getpid() then return nil, "not held" end
+  -- A lost lock stays lost: the caller may already have acted on the loss.
+  if self._state ~= "held" or self._pid ~= getpid() then return nil, "not held" end
   local t0 = monotime()
   local r, err = self._client._conn:script("extend", self._keys.lock, self.token, ttl_ms(ttl))
   if not r then return nil, err end
@@ -174,7 +177,7 @@ function Lock:extend(ttl)
   end
   self.ttl = ttl
   self._expires = lease_end(t0, ttl)
-  if self._watch then self._watch:renewed(ttl, self._expires) end
+  if self._watch then self._watch:renewed(ttl, self._expires, t0) end
   return true
 end
 
@@ -191,6 +194,7 @@ function Lock:release()
   local r, err = self._client:_release_keys(self._keys, self.token)
   if not r then return nil, err end
   self._state = "released"
+  self._expires = math.min(self._expires, monotime())
   if r ~= 1 then return nil, "not held" end
   return true
 end
@@ -263,10 +267,12 @@ end
 -- timeout, a hair after it, is what keeps the caller's deadline: when it
 -- fires, the connection is dropped (the server forgets the BLPOP with it)
 -- and the next wait reconnects.
-function Client:_wait_release(signal, seconds)
+function Client:_wait_release(signal, seconds, exact)
   local conn, err = self:_wait_conn()
   if not conn then return nil, err end
-  conn:set_timeout(seconds + 0.005)
+  -- exact: `seconds` ends at the caller's deadline, so our socket timeout
+  -- must end it; otherwise let Redis end the BLPOP and keep the connection.
+  conn:set_timeout(seconds + (exact and 0.005 or 0.25))
   local r
   r, err = conn:command("BLPOP", signal, string.format("%.3f", seconds))
   if r == nil and not err:find("timed out", 1, true) then return nil, err end
@@ -310,14 +316,14 @@ function Client:_grant(name, keys, token, fence, t0, lease, ttl, opts, max_hold)
   return lock
 end
 
--- One attempt. Returns the lock; or nil, err, holder_ms.
-function Client:_try(name, keys, token, ttl, mode, opts, max_hold)
+-- One attempt, sent at t0. Returns the lock; or nil, err, holder_ms.
+function Client:_try(name, keys, token, ttl, mode, opts, max_hold, t0)
   local conn = self._conn
-  local t0 = monotime()
   local r, err
   if mode == "fair" then
     r, err = conn:script("acquire_fair", keys.lock, keys.fence, keys.queue, keys.deadlines,
-      keys.leases, token, ttl_ms(ttl), FAIR_KEEP_MS, math.min(ttl_ms(ttl), FAIR_GRANT_MS))
+      keys.leases, keys.signal .. ":" .. token, token, ttl_ms(ttl), FAIR_KEEP_MS,
+      math.min(ttl_ms(ttl), FAIR_GRANT_MS))
   else
     r, err = conn:script("acquire", keys.lock, keys.fence, keys.waiters, token,
       ttl_ms(ttl), mode == "notify" and "1" or "0")
@@ -368,7 +374,8 @@ function Client:acquire(name, opts)
   local attempt = 0
   local lock, err, holder_ms
   while true do
-    lock, err, holder_ms = self:_try(name, keys, token, ttl, mode, opts, max_hold)
+    local t_try = monotime()
+    lock, err, holder_ms = self:_try(name, keys, token, ttl, mode, opts, max_hold, t_try)
     if lock or wait == 0 then break end
     local now = monotime()
     if now >= deadline then
@@ -376,22 +383,30 @@ function Client:acquire(name, opts)
       break
     end
     attempt = attempt + 1
-    -- Never wait past the moment the holder's lease runs out.
+    -- holder_ms is the holder's remaining lease: never wait past it. 0: it
+    -- ends within a millisecond; -2: the key is gone (free, or, for a fair
+    -- waiter, free for someone ahead in line); -1: no lease at all (not one
+    -- of ours), so only its release can end the wait.
     local limit = deadline - now
     if holder_ms and holder_ms > 0 then limit = math.min(limit, holder_ms / 1000) end
     if mode == "fair" then limit = math.min(limit, FAIR_HEARTBEAT) end
+    -- one BLPOP at most an hour: a huge `wait` just loops
+    limit = math.min(limit, 3600)
+    local free_now = err == "busy" and (holder_ms == 0 or (holder_ms == -2 and mode ~= "fair"))
     local woken, grant = false, nil
-    local t_wait = monotime()
-    if mode ~= "poll" and err == "busy" and limit >= 0.001 then
-      woken, grant = self:_wait_release(signal, limit)
+    if mode ~= "poll" and err == "busy" and not free_now and limit >= 0.001 then
+      woken, grant = self:_wait_release(signal, limit, limit >= deadline - now)
     end
     if mode == "fair" and grant then
-      -- A release handed us the lock with a short lease, counted from
-      -- before we started waiting: the grant came after that.
+      -- A release handed us the lock with a short lease. It did so after
+      -- our last attempt ran (which cleared any older hand-over), so the
+      -- lease is counted from when that attempt was sent.
       local granted = math.min(ttl_ms(ttl), FAIR_GRANT_MS) / 1000
-      lock, err = self:_grant(name, keys, token, tonumber(grant), t_wait, granted, ttl, opts, max_hold)
+      lock, err = self:_grant(name, keys, token, tonumber(grant), t_try, granted, ttl, opts, max_hold)
       if lock then break end
-    elseif not woken and not (mode ~= "fair" and holder_ms and holder_ms <= 0 and err == "busy") then
+    elseif free_now then
+      if holder_ms == 0 then self._sleep(0.001) end
+    elseif not woken then
       self._sleep(math.min(backoff.delay(attempt), limit))
     end
   end
@@ -529,7 +544,7 @@ function Client:poll()
     local lock = self._locks[losses[i]]
     if lock then
       lock:_lose(losses[i + 1])
-      if not lock._reported then
+      if lock._state == "lost" and not lock._reported then
         lock._reported = true
         n = n + 1
         if lock._on_lost then

@@ -151,6 +151,10 @@ describe("argument sweep", function()
     assert.same({ host = "h", password = "p@ss:w" }, url.parse("redis://:p%40ss%3Aw@h"))
     assert.same({ host = "h", username = "u", password = "p" }, url.parse("redis://u:p@h/"))
     assert.same({ path = "/tmp/r.sock", db = 2 }, url.parse("unix:///tmp/r.sock?db=2"))
+    -- a raw "@" in a password stays in the password, not in the host
+    assert.same({ host = "h", username = "app", password = "s3cr@t", db = 1 },
+      url.parse("redis://app:s3cr@t@h/1"))
+    assert.same({ path = "/s", username = "u", password = "p@ss" }, url.parse("unix://u:p@ss@/s"))
     assert.same({ path = "/tmp/r.sock", username = "u", password = "p" },
       url.parse("unix://u:p@/tmp/r.sock"))
   end)

@@ -108,6 +108,31 @@ describe("waiting", function()
     assert.equal("1000", srv:cli_raw("GET", "handoff-counter"))
   end)
 
+  it("waits with wait = math.huge until the release", function()
+    local name = "forever"
+    local p = holder(name, 0.3)
+    local l = assert(client:acquire(name, { ttl = 5, wait = math.huge }))
+    assert.equal(0, p:wait(5))
+    l:release()
+    p = holder(name, 0.3)
+    l = assert(client:acquire(name, { ttl = 5, wait = math.huge, fair = true }))
+    assert.equal(0, p:wait(5))
+    l:release()
+  end)
+
+  it("does not spin on a key with no lease (not one of ours)", function()
+    srv:cli_raw("SET", "{foreign}", "x")
+    local before = srv:cli_raw("INFO", "commandstats"):match("cmdstat_evalsha:calls=(%d+)") or 0
+    for _, notify in ipairs({ true, false }) do
+      local got, err = client:acquire("foreign", { wait = 0.3, notify = notify })
+      assert.is_nil(got)
+      assert.equal("timeout", err)
+    end
+    local after = srv:cli_raw("INFO", "commandstats"):match("cmdstat_evalsha:calls=(%d+)")
+    assert.is_true(tonumber(after) - tonumber(before) < 60, "attempts: " .. (after - before))
+    srv:cli_raw("DEL", "{foreign}")
+  end)
+
   it("keeps the wait deadline within a small margin", function()
     local name = "deadline"
     local l = assert(client:acquire(name, { ttl = 10 }))

@@ -68,6 +68,22 @@ describe("redislock command", function()
     f:close()
   end)
 
+  it("gives COMMAND no file descriptor of its own connections", function()
+    local list = 'for f in /proc/$$/fd/*; do echo "${f##*/}"; done'
+    local function fds_of(text)
+      local fds = {}
+      for fd in text:gmatch("%d+") do fds[#fds + 1] = tonumber(fd) end
+      table.sort(fds)
+      return fds
+    end
+    -- what a shell started the same way has anyway (the test harness' own)
+    local plain = helpers.spawn("sh -c " .. helpers.quote(list))
+    assert.equal(0, plain:wait(10))
+    local code, out = run_sync("run", "fds", "--", "sh", "-c", list)
+    assert.equal(0, code)
+    assert.same(fds_of(plain:stdout()), fds_of(out))
+  end)
+
   it("passes the exit status and signal deaths through, and releases after", function()
     assert.equal(7, (run_sync("run", "st", "--", "sh", "-c", "exit 7")))
     assert.is_false(key_exists("st"))
@@ -165,6 +181,8 @@ describe("redislock command", function()
       { "run", "n" },
       { "run", "--on-lost", "explode", "n", "--", "true" },
       { "run", "--url", "http://x", "n", "--", "true" },
+      { "run", "--ttl", "1e10", "n", "--", "true" },
+      { "run", "--wait", "1e12", "n", "--", "true" },
       { "frobnicate" },
       { "status" },
     }

@@ -285,7 +285,10 @@ local function cmd_run(args)
   if conflict ~= math.floor(conflict) or conflict > 255 then
     error({ usage = "--conflict-exit-code must be an integer 0-255" })
   end
-  if opts.ttl and opts.ttl < 0.001 then error({ usage = "--ttl must be at least 0.001" }) end
+  if opts.ttl and not (opts.ttl >= 0.001 and opts.ttl <= 2 ^ 31) then
+    error({ usage = "--ttl must be between 0.001 and 2147483648" })
+  end
+  if opts.wait and opts.wait > 2 ^ 31 then error({ usage = "--wait must be at most 2147483648" }) end
   if opts["fence-env"] and not opts["fence-env"]:match("^[%a_][%w_]*$") then
     error({ usage = "--fence-env must be a variable name" })
   end
@@ -344,6 +347,10 @@ function _M.main(args)
   if ok then return status end
   if type(status) == "table" and status.usage then
     return fail(EXIT.usage, status.usage .. " (see redislock " .. first .. " --help)")
+  end
+  -- the library refused an argument we let through: still a usage error
+  if type(status) == "string" and status:find("redislock: bad argument", 1, true) then
+    return fail(EXIT.usage, status:match("(redislock: bad argument.*)$"):gsub("^redislock: ", ""))
   end
   error(status, 0)
 end

@@ -14,9 +14,18 @@ local function unescape(s)
 end
 
 -- Splits "user:pass@rest" into fields; a bare "user@" is refused because
--- Redis needs a password with an ACL user name.
-local function parse_userinfo(rest, out)
-  local userinfo, after = rest:match("^([^@/]*)@(.*)$")
+-- Redis needs a password with an ACL user name. The userinfo ends at the
+-- last "@" before the host (TCP) or the socket path (unix), so a password
+-- with a raw "@" stays whole instead of leaking into the host name.
+local function parse_userinfo(rest, out, unix)
+  local userinfo, after
+  if unix then
+    userinfo, after = rest:match("^(.*)@(/.*)$")
+  else
+    local authority, path = rest:match("^([^/]*)(.*)$")
+    local ui, host = authority:match("^(.*)@([^@]*)$")
+    if ui then userinfo, after = ui, host .. path end
+  end
   if not userinfo then return rest end
   local user, pass = userinfo:match("^([^:]*):(.*)$")
   if not user then
@@ -60,7 +69,7 @@ local function parse_tcp(rest, out)
 end
 
 local function parse_unix(rest, out)
-  rest = parse_userinfo(rest, out)
+  rest = parse_userinfo(rest, out, true)
   local path, query = rest:match("^([^?]*)%??(.*)$")
   if path:sub(1, 1) ~= "/" then
     error("redislock: bad url (unix:// needs an absolute socket path)", 0)

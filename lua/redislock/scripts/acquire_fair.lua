@@ -7,7 +7,7 @@
 -- forward.
 -- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] queue (list of tokens),
 -- KEYS[4] queue deadlines (sorted set token -> ms), KEYS[5] queued leases
--- (hash token -> ttl ms)
+-- (hash token -> ttl ms), KEYS[6] this waiter's own signal list
 -- ARGV[1] owner token (also the waiter's place in line), ARGV[2] lease in ms,
 -- ARGV[3] how long in ms the waiter keeps its place without trying again,
 -- ARGV[4] the lease in ms a release hands over with the lock (short, so a
@@ -55,6 +55,9 @@ if (not head or head == ARGV[1]) and
   return {1, next_fence(KEYS[2])}
 end
 if not redis.call('ZSCORE', KEYS[4], ARGV[1]) then
+  -- (Re-)entering the line: a hand-over left in our list from before (we
+  -- missed it, and its lease ran out) must not be taken for a new one.
+  redis.call('DEL', KEYS[6])
   redis.call('RPUSH', KEYS[3], ARGV[1])
 end
 local keep = tonumber(ARGV[3])
