@@ -309,7 +309,7 @@ function Client:_grant(name, keys, token, fence, t0, lease, ttl, opts, max_hold)
     -- No watchdog, no lock: the caller asked for a lease that lives as
     -- long as it does, and we cannot promise that.
     self:_release_keys(keys, token)
-    return nil, werr
+    return nil, "watchdog failed: " .. werr
   end
   lock._watch = watch
   self._locks[watch:id()] = lock

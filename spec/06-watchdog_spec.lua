@@ -328,6 +328,23 @@ describe("watchdog", function()
     end)
   end)
 
+  it("leaves no thread behind when the host closes its Lua state", function()
+    -- a script that holds a watched lock and just ends: lua_close collects
+    -- the client, which stops and joins its thread, and the process exits
+    local name = fresh()
+    local p = helpers.spawn(helpers.lua_cmd(string.format([[
+      local c = assert(require("redislock").connect { url = %q })
+      assert(c:acquire(%q, { ttl = 0.3 }))
+      require("redislock.core").sleep(0.2)
+      os.exit(0, true)
+    ]], srv.url, name)))
+    assert.equal(0, p:wait(5))
+    -- nobody renews it any more: the ttl frees the name
+    assert(helpers.wait_until(function()
+      return admin:command("EXISTS", "{" .. name .. "}") == 0
+    end, 2, 0.02))
+  end)
+
   it("stops renewing at max_hold and says so", function()
     local c = assert(redislock.connect { url = srv.url })
     local name = fresh()
