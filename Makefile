@@ -88,18 +88,23 @@ build/asan/$(TARGET): $(SRCS) $(HDRS)
 	$(CC) $(ALL_CFLAGS) -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
 	    -fno-sanitize-recover=undefined $(ALL_LDFLAGS) -o $@ $(SRCS) $(LIBS)
 
-sanitize: test-deps build/asan/$(TARGET)
+# (Targets that build run a sub-make after test-deps: on a fresh machine the
+# pkg-config flags above were read before the packages were installed.)
+sanitize: test-deps
+	@$(MAKE) --no-print-directory build/asan/$(TARGET)
 	@LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	 REDISLOCK_CPATH="./build/asan/?.so" LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(SPECS)
 
-valgrind: test-deps all
+valgrind: test-deps
+	@$(MAKE) --no-print-directory all
 	@REDISLOCK_VALGRIND=1 LUA="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --child-silent-after-fork=yes \
 	 --suppressions=tools/valgrind.supp $(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(SPECS)
 
 # The watchdog thread under helgrind: data races and lock-order errors. The
 # 10,000-lock spec (#heavy) is left out: it takes minutes under helgrind.
-helgrind: test-deps all
+helgrind: test-deps
+	@$(MAKE) --no-print-directory all
 	@REDISLOCK_VALGRIND=1 LUA="valgrind -q --tool=helgrind --error-exitcode=98 --child-silent-after-fork=yes \
 	 --suppressions=tools/helgrind.supp $(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh --exclude-tags=heavy spec/06-watchdog_spec.lua
 
@@ -107,10 +112,12 @@ helgrind: test-deps all
 # A short one is part of `make test` (spec/11-torture_spec.lua).
 DURATION ?= 30
 PROCS    ?= 8
-torture: test-deps all
+torture: test-deps
+	@$(MAKE) --no-print-directory all
 	@$(LUA) test/torture/run.lua --duration $(DURATION) --procs $(PROCS) $(if $(SEED),--seed $(SEED))
 
-bench: test-deps all
+bench: test-deps
+	@$(MAKE) --no-print-directory all
 	@$(LUA) bench/handoff.lua
 
 # Lua 5.1 (the language of LuaJIT and OpenResty): build the core against
