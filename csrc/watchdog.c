@@ -164,16 +164,22 @@ static void wd_atfork_register(void) {
     pthread_atfork(wd_atfork_prepare, wd_atfork_parent, wd_atfork_child);
 }
 
-/* Lua-side, with w->mu held: after a fork, drop what belongs to the parent.
- * The inherited hiredis context may have been mid-write in the parent's
- * thread, so it is not freed (its fd is closed and its memory left alone). */
-static void wd_adopt_after_fork(wd *w) {
-    if (!w->inherited) return;
-    w->inherited = 0;
+/* In a forked child: the inherited hiredis context may have been mid-write
+ * in the parent's thread, so it is not freed (its fd is closed and its
+ * memory left alone). */
+static void wd_forget_parent_conn(wd *w) {
     if (w->conn->ctx) {
         close(w->conn->ctx->fd);
         w->conn->ctx = NULL;
     }
+}
+
+/* Lua-side, with w->mu held: after a fork, drop what belongs to the parent
+ * (its connection and its eventfd) and make our own eventfd. */
+static void wd_adopt_after_fork(wd *w) {
+    if (!w->inherited) return;
+    w->inherited = 0;
+    wd_forget_parent_conn(w);
     if (w->efd >= 0) close(w->efd);
     w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }
@@ -269,11 +275,16 @@ static int wd_insert(wd *w, wd_entry *e) {
     return 0;
 }
 
-static void wd_entry_free(wd *w, wd_entry *e) {
+/* Gives e's slot back (its generation already makes the old id stale). */
+static void wd_slot_free(wd *w, const wd_entry *e) {
     uint32_t slot = (uint32_t)(e->id & 0xffffffffu) - 1;
-    wd_heap_remove(w, e);
     w->slots[slot] = NULL;
     w->free_slots[w->nfree++] = slot;
+}
+
+static void wd_entry_free(wd *w, wd_entry *e) {
+    wd_heap_remove(w, e);
+    wd_slot_free(w, e);
     w->stats.watched--;
     free(e->key);
     free(e);
@@ -580,10 +591,7 @@ void wd_release(wd *w) {
             free(w->slots[i]->key);
             free(w->slots[i]);
         }
-    if (w->inherited && w->conn->ctx) {
-        close(w->conn->ctx->fd);
-        w->conn->ctx = NULL;
-    }
+    if (w->inherited) wd_forget_parent_conn(w);
     conn_free(w->conn);
     if (w->efd >= 0) close(w->efd);
     free(w->slots);
@@ -641,8 +649,7 @@ int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t tokl
         goto fail;
     }
     if (!w->running && wd_start(w, errbuf, errlen) != 0) {
-        w->slots[(e->id & 0xffffffffu) - 1] = NULL;
-        w->free_slots[w->nfree++] = (uint32_t)(e->id & 0xffffffffu) - 1;
+        wd_slot_free(w, e);
         goto fail;
     }
     w->stats.watched++;
