@@ -231,6 +231,12 @@ local FAIR_KEEP_MS = 2500
 -- watchdog renews it to the full ttl at once.
 local FAIR_GRANT_MS = 3000
 
+-- The lease (ms) a release hands to a fair waiter asking for ttl seconds:
+-- what acquire_fair records for the release and what the waiter counts on.
+local function fair_grant_ms(ttl)
+  return math.min(ttl_ms(ttl), FAIR_GRANT_MS)
+end
+
 -- Key layout: the name is the hash tag, so the lock, its fence counter and
 -- its wait signals land in one Cluster slot and one script may touch them.
 function Client:_keys(name)
@@ -323,7 +329,7 @@ function Client:_try(name, keys, token, ttl, mode, opts, max_hold, t0)
   if mode == "fair" then
     r, err = conn:script("acquire_fair", keys.lock, keys.fence, keys.queue, keys.deadlines,
       keys.leases, keys.signal .. ":" .. token, token, ttl_ms(ttl), FAIR_KEEP_MS,
-      math.min(ttl_ms(ttl), FAIR_GRANT_MS))
+      fair_grant_ms(ttl))
   else
     r, err = conn:script("acquire", keys.lock, keys.fence, keys.waiters, token,
       ttl_ms(ttl), mode == "notify" and "1" or "0")
@@ -401,8 +407,8 @@ function Client:acquire(name, opts)
       -- A release handed us the lock with a short lease. It did so after
       -- our last attempt ran (which cleared any older hand-over), so the
       -- lease is counted from when that attempt was sent.
-      local granted = math.min(ttl_ms(ttl), FAIR_GRANT_MS) / 1000
-      lock, err = self:_grant(name, keys, token, tonumber(grant), t_try, granted, ttl, opts, max_hold)
+      lock, err = self:_grant(name, keys, token, tonumber(grant), t_try, fair_grant_ms(ttl) / 1000,
+        ttl, opts, max_hold)
       if lock then break end
     elseif free_now then
       if holder_ms == 0 then self._sleep(0.001) end
