@@ -247,31 +247,23 @@ describe("lua fuzzer", function()
 
   ---- pools ---------------------------------------------------------------
 
+  -- Keeps at most `max` items in `list`, closing the oldest with `close`.
+  local function keep(list, item, max, close)
+    list[#list + 1] = item
+    if #list > max then
+      local old = table.remove(list, 1)
+      pcall(old[close], old)
+    end
+  end
+
   local function add_lock(l)
     if type(l) ~= "table" or getmetatable(l) == nil or type(l.token) ~= "string" then return end
     secrets[l.token] = true
-    locks[#locks + 1] = l
-    if #locks > 8 then
-      local old = table.remove(locks, 1)
-      pcall(old.release, old)
-    end
+    keep(locks, l, 8, "release")
   end
 
-  local function add_client(c)
-    clients[#clients + 1] = c
-    if #clients > 4 then
-      local old = table.remove(clients, 1)
-      pcall(old.close, old)
-    end
-  end
-
-  local function add_conn(c)
-    conns[#conns + 1] = c
-    if #conns > 3 then
-      local old = table.remove(conns, 1)
-      pcall(old.close, old)
-    end
-  end
+  local function add_client(c) keep(clients, c, 4, "close") end
+  local function add_conn(c) keep(conns, c, 3, "close") end
 
   local function open_clients()
     local n = 0

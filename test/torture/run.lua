@@ -98,16 +98,19 @@ local faults = {}           -- kind -> count
 local windows = {}          -- periods when Redis itself lost locks: {from, to, name|nil, kind}
 
 local function count(kind) faults[kind] = (faults[kind] or 0) + 1 end
-local function pause_for() return TTL * (1.5 + math.random()) end
+-- SIGSTOP a process past the ttl (1.5-2.5x), then SIGCONT it.
+local function pause(proc, kind)
+  proc:kill("STOP")
+  helpers.sleep(TTL * (1.5 + math.random()))
+  proc:kill("CONT")
+  count(kind)
+end
 
 local NEMESES = {
   -- a holder paused past its lease (the GC-pause case)
   client_pause = function()
     local w = holder_of(FENCED_NAMES[math.random(#FENCED_NAMES)]) or workers[math.random(#workers)]
-    w.proc:kill("STOP")
-    helpers.sleep(pause_for())
-    w.proc:kill("CONT")
-    count("client_pause")
+    pause(w.proc, "client_pause")
   end,
   -- the same to the unfenced control, caught just after a fresh grant so
   -- the pause lands inside its read-sleep-write: it must lose updates
@@ -121,10 +124,7 @@ local NEMESES = {
       return w
     end, 3, 0.002)
     if not w then return end
-    w.proc:kill("STOP")
-    helpers.sleep(pause_for())
-    w.proc:kill("CONT")
-    count("control_pause")
+    pause(w.proc, "control_pause")
   end,
   server_kill = function()
     local t = now()
@@ -136,17 +136,10 @@ local NEMESES = {
     count("server_kill")
   end,
   server_pause = function()
-    lock_srv:kill("STOP")
-    helpers.sleep(pause_for())
-    lock_srv:kill("CONT")
-    count("server_pause")
+    pause(lock_srv, "server_pause")
   end,
   proxy_hold = function()
-    local w = workers[math.random(#workers)]
-    w.proxy:kill("STOP")
-    helpers.sleep(pause_for())
-    w.proxy:kill("CONT")
-    count("proxy_hold")
+    pause(workers[math.random(#workers)].proxy, "proxy_hold")
   end,
   proxy_drop = function()
     local w = workers[math.random(#workers)]
