@@ -82,6 +82,10 @@ struct wd {
     int refs;
     pid_t pid;              /* process the thread runs in */
     int inherited;          /* forked: conn and fd belong to the parent */
+    int64_t wake_at;        /* when the thread's wait ends by itself: 0 while
+                               it is awake, INT64_MAX when only a signal
+                               ends it. A lock due no earlier needs no
+                               signal: the thread sees it when it wakes. */
 
     conn *conn;             /* the thread's own connection */
     long timeout_ms;        /* the client's configured timeouts: each round */
@@ -480,6 +484,7 @@ static void *wd_main(void *arg) {
             continue;
         }
         if (w->nheap == 0) {
+            w->wake_at = INT64_MAX;
             pthread_cond_wait(&w->wake, &w->mu);
         } else {
             /* Wake for the earliest lock; wd_collect then takes the ones due
@@ -489,8 +494,10 @@ static void *wd_main(void *arg) {
             if (at <= now) continue;
             ts.tv_sec = at / 1000;
             ts.tv_nsec = (at % 1000) * 1000000;
+            w->wake_at = at;
             pthread_cond_timedwait(&w->wake, &w->mu, &ts);
         }
+        w->wake_at = 0;
     }
     pthread_mutex_unlock(&w->mu);
     free(b);
@@ -505,6 +512,7 @@ static int wd_start(wd *w, char *errbuf, size_t errlen) {
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     w->stopping = 0;
+    w->wake_at = 0;  /* the new thread looks at the heap before it waits */
     rc = pthread_create(&w->thread, NULL, wd_main, w);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
@@ -654,7 +662,10 @@ int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t tokl
     }
     w->stats.watched++;
     wd_heap_push(w, e);
-    if (e->heap_pos == 0) pthread_cond_signal(&w->wake);
+    /* Usually no signal: after a release the thread still waits for that
+     * lock's renewal time, and a lock taken again with the same ttl is due
+     * later. Sparing the wakeup keeps it off the hand-over's path. */
+    if (e->next_at < w->wake_at) pthread_cond_signal(&w->wake);
     *id = e->id;
     pthread_mutex_unlock(&w->mu);
     return 0;

@@ -71,6 +71,34 @@ describe("watchdog", function()
     c:close()
   end)
 
+  -- The thread is woken for a new lock only when it is due before the
+  -- thread would wake anyway: a short lease taken while it still waits for
+  -- a long one (released already, or still held) must wake it.
+  it("renews a short lease taken while the thread waits for a long one", function()
+    local c = assert(redislock.connect { url = srv.url })
+    local long = assert(c:acquire(fresh(), { ttl = 30 }))  -- renewal due in 10 s
+    local gone = assert(c:acquire(fresh(), { ttl = 30 }))
+    assert.is_true(gone:release())
+    helpers.sleep(0.05)                                     -- the thread sleeps
+    local name = fresh()
+    local short = assert(c:acquire(name, { ttl = 0.3 }))
+    helpers.sleep(0.9)                                      -- three ttls
+    assert.is_true(short:held())
+    assert.is_true(admin:command("PTTL", "{" .. name .. "}") > 0)
+    assert.is_true(short:release())
+    assert.is_true(long:release())
+    -- and with nothing held at all
+    assert.is_true(assert(c:acquire(fresh(), { ttl = 30 })):release())
+    helpers.sleep(0.05)
+    name = fresh()
+    short = assert(c:acquire(name, { ttl = 0.3 }))
+    helpers.sleep(0.9)
+    assert.is_true(short:held())
+    assert.is_true(admin:command("PTTL", "{" .. name .. "}") > 0)
+    assert.is_true(short:release())
+    c:close()
+  end)
+
   for _, fault in ipairs({ "DEL", "SET" }) do
     it("reports 'not held' when someone " .. fault .. "s the key", function()
       local c = assert(redislock.connect { url = srv.url })
