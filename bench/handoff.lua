@@ -91,10 +91,16 @@ local TARGET_RT = 3
 local SPIN_SRC = "bench/spin_poll.c"
 local SPIN_BIN = "bench/out/spin_poll"
 
+local SPIN_MS = 10             -- the -spin variants: acquire{spin = 0.010}
+
+-- notify: counter_worker's NOTIFY argument; spin: its SPIN_MS; target: the
+-- target line judges it (it waits by notification)
 local VARIANTS = {
-  { name = "redislock-notify", kind = "redislock", notify = "1" },
+  { name = "redislock-notify", kind = "redislock", notify = "1", target = true },
   { name = "redislock-poll", kind = "redislock", notify = "0" },
-  { name = "redislock-fair", kind = "redislock", notify = "fair" },
+  { name = "redislock-fair", kind = "redislock", notify = "fair", target = true },
+  { name = "redislock-notify-spin", kind = "redislock", notify = "1", spin = SPIN_MS, target = true },
+  { name = "redislock-fair-spin", kind = "redislock", notify = "fair", spin = SPIN_MS, target = true },
   { name = "spin-poll", kind = "spin" },
 }
 
@@ -176,7 +182,7 @@ local function worker_cmd(v, srv, name, counter, start_at)
   end
   return helpers.lua_cmd(v.traced and "bench/traced_worker.lua" or "tools/counter_worker.lua", srv.url, name,
     ITERATIONS, counter, start,
-    HOLD_MS, PAUSE_MS, v.notify, TTL)
+    HOLD_MS, PAUSE_MS, v.notify, TTL, v.spin or 0)
 end
 
 local function run_variant(v, nprocs, srv, raw)
@@ -432,7 +438,7 @@ end
 
 local function print_table(results)
   local head = { "variant", "procs", "acq", "acq/s", "handoffs", "p50 ms", "p99 ms", "rt/acq", "cmds/acq" }
-  local fmt = "%-17s %5s %6s %8s %8s %8s %8s %7s %8s\n"
+  local fmt = "%-21s %5s %6s %8s %8s %8s %8s %7s %8s\n"
   printf(fmt, table.unpack(head))
   for _, r in ipairs(results) do
     local mark = r.handoffs < FEW and "*" or ""
@@ -450,25 +456,25 @@ local function print_comparison(results)
   printf("\nratios to spin-poll (handoff p50: lower is better; acq/s: higher is better)\n")
   for _, n in ipairs(PROCS) do
     local base = by["spin-poll/" .. n]
-    for _, name in ipairs({ "redislock-notify", "redislock-poll", "redislock-fair" }) do
-      local r = by[name .. "/" .. n]
+    for _, v in ipairs(VARIANTS) do
+      local r = v.kind == "redislock" and by[v.name .. "/" .. n]
       if r and base then
-        printf("  %-17s x%d  p50 %s   acq/s %s\n", name, n, ratio(r.p50, base.p50), ratio(r.rate, base.rate))
+        printf("  %-21s x%d  p50 %s   acq/s %s\n", v.name, n, ratio(r.p50, base.p50), ratio(r.rate, base.rate))
       end
     end
   end
   printf("\ntarget: handoff p50 within %.1fx of spin-poll while spending at most %d " ..
     "round trips per acquisition\n", TARGET_P50_RATIO, TARGET_RT)
-  for _, name in ipairs({ "redislock-notify", "redislock-fair" }) do
+  for _, v in ipairs(VARIANTS) do
     for _, n in ipairs(PROCS) do
-      local r, base = by[name .. "/" .. n], by["spin-poll/" .. n]
+      local r, base = v.target and by[v.name .. "/" .. n], by["spin-poll/" .. n]
       if r and base and r.p50 and base.p50 then
         local q = r.p50 / base.p50
         local pass = q <= TARGET_P50_RATIO and r.rt <= TARGET_RT
-        printf("  %-17s x%d: %s  (p50 %.2fx of spin-poll, %.2f round trips per acquisition)\n", name, n,
+        printf("  %-21s x%d: %s  (p50 %.2fx of spin-poll, %.2f round trips per acquisition)\n", v.name, n,
           pass and "PASS" or "MISS", q, r.rt)
-      else
-        printf("  %-17s x%d: MISS  (no handoffs to compare)\n", name, n)
+      elseif r then
+        printf("  %-21s x%d: MISS  (no handoffs to compare)\n", v.name, n)
       end
     end
   end
@@ -538,7 +544,7 @@ local function main()
     for _, v in ipairs(VARIANTS) do
       local r = run_variant(v, n, srv, raw)
       results[#results + 1] = r
-      printf("  ran %-17s x%d: %d acquisitions in %.2f s, counter %d\n", v.name, n, r.acq, r.wall, r.counter)
+      printf("  ran %-21s x%d: %d acquisitions in %.2f s, counter %d\n", v.name, n, r.acq, r.wall, r.counter)
     end
   end
   local traced = {}

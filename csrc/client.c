@@ -319,6 +319,17 @@ static int meth_set_timeout(lua_State *L) {
     return 0;
 }
 
+/* client:set_spin(seconds): from now on each command polls for its reply
+ * this long before sleeping in the kernel (0, the default, never polls). For
+ * a connection that waits for wakeups: see conn_spin. At most 1 s. */
+static int meth_set_spin(lua_State *L) {
+    client_ud *u = client_check(L);
+    lua_Number t = luaL_checknumber(L, 2);
+    if (!(t >= 0 && t <= 1)) return luaL_argerror(L, 2, "spin out of range");
+    conn_set_spin(u->conn, (long)(t * 1e6));
+    return 0;
+}
+
 /* client:close() -> true. Idempotent; also __gc and __close. Stops and
  * joins the watchdog thread; watch handles keep its memory alive. */
 static int meth_close(lua_State *L) {
@@ -363,6 +374,7 @@ static const luaL_Reg client_methods[] = {
     {"fd", meth_fd},
     {"stats", meth_stats},
     {"set_timeout", meth_set_timeout},
+    {"set_spin", meth_set_spin},
     {"close", meth_close},
     {"closed", meth_closed},
     {NULL, NULL}

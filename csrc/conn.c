@@ -15,8 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
+
+#include "monotime.h"
 
 static char *conn_strdup(const char *s) {
     return s ? strdup(s) : NULL;
@@ -216,16 +220,66 @@ static void conn_sigpipe_restore(conn_sigpipe *g) {
     pthread_sigmask(SIG_SETMASK, &g->old_mask, NULL);
 }
 
+/*
+ * Spin-then-block: sends the command, then polls the socket without sleeping
+ * for up to c->spin_us before the usual blocking read. A waiter whose wakeup
+ * (a BLPOP reply) comes within the spin sees it without the kernel having to
+ * wake a sleeping process on an idle CPU, which costs several round trips'
+ * time on a small VM. It costs this process's CPU for the spin, never Redis
+ * traffic: the one command is sent once. sched_yield lets anything runnable
+ * (the holder, Redis) go first on a busy machine. The command's timeout still
+ * counts from the send: the blocking read gets only what the spin left.
+ */
+static int conn_spin(conn *c) {
+    struct pollfd p;
+    int64_t start = monotime_us(), end = start + c->spin_us;
+    long timeout_ms = c->cfg.timeout_ms;
+    int done = 0;
+    while (!done)
+        if (redisBufferWrite(c->ctx, &done) != REDIS_OK) return 0;  /* the read reports it */
+    if (timeout_ms > 0 && end > start + (int64_t)timeout_ms * 1000)
+        end = start + (int64_t)timeout_ms * 1000;
+    p.fd = c->ctx->fd;
+    p.events = POLLIN;
+    for (;;) {
+        int n = poll(&p, 1, 0);
+        if (n > 0 || (n < 0 && errno != EINTR)) return 0;  /* a reply, or an error to read */
+        if (monotime_us() >= end) break;
+        sched_yield();
+    }
+    if (timeout_ms > 0) {
+        /* Left for the blocking read: the timeout minus the spin, at least
+         * 1 ms (a zero timeval would mean no timeout at all). */
+        long left_ms = timeout_ms - (long)((monotime_us() - start) / 1000);
+        redisSetTimeout(c->ctx, conn_tv(left_ms > 1 ? left_ms : 1));
+        return 1;
+    }
+    return 0;
+}
+
 redisReply *conn_command(conn *c, int argc, const char **argv, const size_t *lens) {
-    redisReply *r = NULL;
+    void *r = NULL;
     conn_sigpipe g;
     conn_sigpipe_block(&g);  /* connecting writes too (AUTH, SELECT) */
     if (conn_ensure(c) == 0) {
-        r = redisCommandArgv(c->ctx, argc, argv, lens);
-        if (r == NULL) conn_fail(c, "lost");
+        if (redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK) {
+            conn_fail(c, "lost");
+        } else {
+            int shortened = c->spin_us > 0 && conn_spin(c);
+            if (redisGetReply(c->ctx, &r) != REDIS_OK) {
+                conn_fail(c, "lost");
+                r = NULL;
+            } else if (shortened) {
+                redisSetTimeout(c->ctx, conn_tv(c->cfg.timeout_ms));
+            }
+        }
     }
     conn_sigpipe_restore(&g);
     return r;
+}
+
+void conn_set_spin(conn *c, long spin_us) {
+    c->spin_us = spin_us > 0 ? spin_us : 0;
 }
 
 int conn_append(conn *c, int argc, const char **argv, const size_t *lens) {

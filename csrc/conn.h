@@ -28,6 +28,8 @@ typedef struct conn {
     conn_config cfg;
     redisContext *ctx;       /* NULL while disconnected */
     pid_t pid;               /* process that opened ctx: a forked child reconnects */
+    long spin_us;            /* conn_command polls for its reply this long
+                                before sleeping in read(2); 0: never */
     char errstr[CONN_ERRSTR_LEN];
 } conn;
 
@@ -52,6 +54,9 @@ void conn_drop(conn *c);
  * failure, with errstr set and the context dropped. Never retries: the
  * command may have run, and only the caller knows whether repeating is safe. */
 redisReply *conn_command(conn *c, int argc, const char **argv, const size_t *lens);
+
+/* Spin-then-block for conn_command (0 turns it off; see conn.c). */
+void conn_set_spin(conn *c, long spin_us);
 
 /* Pipelining: append commands, then read their replies in order. Same error
  * rules as conn_command; after a failure the remaining replies are lost. */

@@ -24,6 +24,7 @@ local _M = { _VERSION = "0.1.0", core = core }
 local DEFAULT_TTL = 30
 local MAX_TTL = 2 ^ 31            -- seconds; keeps PX far from overflow
 local MIN_TTL = 0.001             -- PX has millisecond resolution
+local MAX_SPIN = 1                -- seconds of busy-polling per wait, at most
 
 --- argument checking ------------------------------------------------------
 
@@ -219,7 +220,7 @@ Client.__index = Client
 
 local ACQUIRE_OPTIONS = {
   ttl = true, wait = true, watchdog = true, on_lost = true, max_hold = true,
-  notify = true, fair = true,
+  notify = true, fair = true, spin = true,
 }
 
 -- Fair waiters try again at least this often (seconds), which keeps their
@@ -273,12 +274,16 @@ end
 -- timeout, a hair after it, is what keeps the caller's deadline: when it
 -- fires, the connection is dropped (the server forgets the BLPOP with it)
 -- and the next wait reconnects.
-function Client:_wait_release(signal, seconds, exact)
+--
+-- spin: seconds to poll for the wakeup before sleeping in the kernel (the
+-- `spin` option of acquire; see conn_spin in csrc/conn.c).
+function Client:_wait_release(signal, seconds, exact, spin)
   local conn, err = self:_wait_conn()
   if not conn then return nil, err end
   -- exact: `seconds` ends at the caller's deadline, so our socket timeout
   -- must end it; otherwise let Redis end the BLPOP and keep the connection.
   conn:set_timeout(seconds + (exact and 0.005 or 0.25))
+  conn:set_spin(spin)
   local r
   r, err = conn:command("BLPOP", signal, string.format("%.3f", seconds))
   if r == nil and not err:find("timed out", 1, true) then return nil, err end
@@ -343,7 +348,7 @@ end
 
 --- Takes the lock `name`, waiting up to opts.wait seconds for it.
 -- syntax: lock, err = client:acquire(name, {ttl=30, wait=0, watchdog=true,
---           on_lost=fn, max_hold=nil, notify=true, fair=false})
+--           on_lost=fn, max_hold=nil, notify=true, fair=false, spin=0})
 -- err: "busy" (tried once), "timeout" (waited), or a connection/redis error.
 --
 -- Waiting: after a failed attempt the waiter blocks (BLPOP on its own
@@ -354,7 +359,9 @@ end
 -- notify = false, or when the wait connection fails, it sleeps with
 -- exponential backoff and full jitter instead. With fair = true waiters
 -- queue in Redis and are granted in arrival order. The deadline is kept on
--- the monotonic clock.
+-- the monotonic clock. spin > 0: each wait for a wakeup first polls its
+-- socket for up to `spin` seconds, burning this process's CPU (not Redis')
+-- to see a release sooner than a sleeping process can be woken.
 function Client:acquire(name, opts)
   check_name("acquire", name)
   opts = check_options("acquire", opts, ACQUIRE_OPTIONS)
@@ -366,6 +373,8 @@ function Client:acquire(name, opts)
   check_type("acquire", "on_lost", opts.on_lost, "function", true)
   check_type("acquire", "notify", opts.notify, "boolean", true)
   check_type("acquire", "fair", opts.fair, "boolean", true)
+  local spin = opts.spin == nil and 0 or opts.spin
+  check_number("acquire", "spin", spin, 0, MAX_SPIN)
   local max_hold = opts.max_hold
   if max_hold ~= nil then check_number("acquire", "max_hold", max_hold, MIN_TTL, MAX_TTL) end
   self:poll()
@@ -401,7 +410,7 @@ function Client:acquire(name, opts)
     local free_now = err == "busy" and (holder_ms == 0 or (holder_ms == -2 and mode ~= "fair"))
     local woken, grant = false, nil
     if mode ~= "poll" and err == "busy" and not free_now and limit >= 0.001 then
-      woken, grant = self:_wait_release(signal, limit, limit >= deadline - now)
+      woken, grant = self:_wait_release(signal, limit, limit >= deadline - now, spin)
     end
     if mode == "fair" and grant then
       -- A release handed us the lock with a short lease. It did so after

@@ -68,6 +68,12 @@ describe("argument sweep", function()
       ok = { "nil", "true", "false" } },
     { "acquire", "on_lost", function(v) return client:acquire(fresh(), { on_lost = v }) end,
       ok = { "nil", "function" } },
+    { "acquire", "notify", function(v) return client:acquire(fresh(), { notify = v }) end,
+      ok = { "nil", "true", "false" } },
+    { "acquire", "fair", function(v) return client:acquire(fresh(), { fair = v }) end,
+      ok = { "nil", "true", "false" } },
+    { "acquire", "spin", function(v) return client:acquire(fresh(), { spin = v }) end,
+      ok = { "nil", "zero", "fraction", "one" } },
     { "extend", "ttl", function(v)
         local l = assert(client:acquire(fresh(), { ttl = 5 }))
         return l:extend(v)
@@ -187,6 +193,13 @@ describe("argument sweep", function()
       local kind = outcome(f)
       assert(kind ~= "ok", "call " .. i .. " succeeded")
     end
+    -- setters return nothing when they work, so they must raise here
+    for _, v in ipairs({ -0.001, 1.5, 0 / 0, "x", {} }) do
+      assert.equal("raised", (outcome(conn.set_spin, conn, v)), "set_spin(" .. tostring(v) .. ")")
+      assert.equal("raised", (outcome(conn.set_timeout, conn, v == 1.5 and 1e9 or v)))
+    end
+    conn:set_spin(0.001)
+    assert.equal("PONG", conn:command("PING"))
     conn:close()
     assert.equal("raised", (outcome(conn.command, conn, "PING")))
     assert.equal("raised", (outcome(conn.script, conn, "release", "k", "t")))

@@ -221,4 +221,77 @@ describe("waiting", function()
     l:release()
     assert.equal(0, p:wait(5))
   end)
+
+  describe("spin", function()
+    -- CPU seconds (user + system) this process spends in f
+    local function cpu_of(f)
+      local c0 = os.clock()
+      local a, b = f()
+      return os.clock() - c0, a, b
+    end
+
+    it("polls for the reply while it spins, then sleeps: bounded CPU, same reply", function()
+      local conn = assert(core.connect { port = srv.port, timeout = 2 })
+      -- Redis answers this BLPOP with nil after 0.3 s (give or take its hz)
+      local idle = cpu_of(function() return conn:command("BLPOP", "spin:none", "0.3") end)
+      conn:set_spin(0.15)
+      local spun, r = cpu_of(function() return conn:command("BLPOP", "spin:none", "0.3") end)
+      assert.is_false(r)
+      conn:set_spin(0.05)
+      local short = cpu_of(function() return conn:command("BLPOP", "spin:none", "0.3") end)
+      conn:close()
+      -- Loose: a spin is CPU time, a sleep is not; a yielding spin may give
+      -- some of its time away on a busy machine.
+      assert.is_true(idle < 0.02, "no spin used " .. idle)
+      assert.is_true(spun > 0.04, "a 150 ms spin used only " .. spun)
+      assert.is_true(short < 0.12, "a 50 ms spin used " .. short)
+    end)
+
+    it("counts the spin in the command timeout, and restores the timeout after", function()
+      local dbg = helpers.start_redis { debug = true }
+      local conn = assert(core.connect { port = dbg.port, timeout = 1 })
+      conn:set_spin(0.3)
+      local t0 = core.monotime()
+      local r, err = conn:command("BLPOP", "spin:never", "0")
+      local took = core.monotime() - t0
+      assert.is_nil(r)
+      assert.matches("timed out", err)
+      assert.is_true(took >= 0.95 and took < 1.2, string.format("timeout 1 s, spin 0.3 s: took %.3f", took))
+      -- the spin runs out before the reply (0.5 s): the read gets what is left
+      assert.equal("OK", conn:command("DEBUG", "SLEEP", "0.5"))
+      -- and then the whole timeout again: 0.85 s would not fit in 1 - 0.3
+      conn:set_spin(0)
+      assert.equal("OK", conn:command("DEBUG", "SLEEP", "0.85"))
+      conn:close()
+      dbg:stop()
+    end)
+
+    for _, fair in ipairs({ false, true }) do
+      it("a spinning waiter gets the lock at the release and keeps its deadline (fair = "
+          .. tostring(fair) .. ")", function()
+        local name = "spin:" .. tostring(fair)
+        local p = holder(name, 0.3)
+        local spent, l = cpu_of(function()
+          return client:acquire(name, { ttl = 5, wait = 5, fair = fair, spin = 0.05 })
+        end)
+        local got = core.monotime()
+        assert.truthy(l)
+        assert.equal(0, p:wait(5))
+        local released = tonumber(p:stdout():match("released (%S+)"))
+        assert.is_true(got - released < 0.05, string.format("%.1f ms after the release", (got - released) * 1000))
+        -- a 0.3 s wait with a 50 ms spin: most of it asleep
+        assert.is_true(spent < 0.2, "CPU " .. spent)
+        -- a spin longer than the wait ends with the wait
+        local t0 = core.monotime()
+        local other = assert(redislock.connect { url = srv.url })
+        local none, err = other:acquire(name, { ttl = 5, wait = 0.1, fair = fair, spin = 1 })
+        local took = core.monotime() - t0
+        assert.is_nil(none)
+        assert.equal("timeout", err)
+        assert.is_true(took < 0.25, string.format("wait 0.1 s, spin 1 s: took %.3f", took))
+        other:close()
+        l:release()
+      end)
+    end
+  end)
 end)

@@ -2,7 +2,7 @@
 -- `make demo` and bench/handoff.
 --
 -- usage: lua counter_worker.lua URL NAME ITERATIONS [COUNTER [START_AT
---            [HOLD_MS [PAUSE_MS [NOTIFY [TTL]]]]]]
+--            [HOLD_MS [PAUSE_MS [NOTIFY [TTL [SPIN_MS]]]]]]]
 -- Loops ITERATIONS times: take the lock NAME (waiting as long as needed),
 -- do a deliberately non-atomic GET / add one in Lua / SET of COUNTER, stay
 -- HOLD_MS more in the critical section, release, then pause PAUSE_MS outside
@@ -13,7 +13,8 @@
 -- t_released is taken just before release is sent. START_AT (monotonic
 -- seconds) lines the workers up so they really contend. NOTIFY "0" waits by
 -- polling instead of release notifications, "fair" waits in line (fair =
--- true). Exits non-zero on any failure.
+-- true). SPIN_MS > 0 is acquire's spin option (poll for the wakeup this
+-- long before sleeping). Exits non-zero on any failure.
 local redislock = require "redislock"
 local core = require "redislock.core"
 
@@ -25,6 +26,7 @@ local pause = (tonumber(arg[7]) or 0) / 1000
 local notify = arg[8] ~= "0"
 local fair = arg[8] == "fair"
 local ttl = tonumber(arg[9]) or 10
+local spin = (tonumber(arg[10]) or 0) / 1000
 
 local client = assert(redislock.connect { url = url })
 local raw = assert(core.connect(require("redislock.url").parse(url)))
@@ -32,7 +34,8 @@ if start_at and start_at > core.monotime() then core.sleep(start_at - core.monot
 
 local out = {}
 for _ = 1, iterations do
-  local lock = assert(client:acquire(name, { ttl = ttl, wait = 120, notify = notify, fair = fair }))
+  local lock = assert(client:acquire(name, { ttl = ttl, wait = 120, notify = notify, fair = fair,
+    spin = spin }))
   local t_acquired = core.monotime()
   local value, err = raw:command("GET", counter)   -- false when unset
   assert(value ~= nil, err)
