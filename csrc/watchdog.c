@@ -756,8 +756,11 @@ int wd_take_losses(wd *w, uint64_t *ids, int *states, int max) {
         memmove(w->losses, w->losses + n, (w->nlosses - (size_t)n) * sizeof *w->losses);
         w->nlosses -= (size_t)n;
     }
-    if (w->nlosses == 0 && w->efd >= 0 && read(w->efd, &counter, sizeof counter) < 0) {
-        /* EAGAIN: nothing was signalled */
+    /* The eventfd is written once per queued loss and nowhere else, so it
+     * is readable only if we just took some: the usual call (no losses, on
+     * every acquire and release) makes no system call. */
+    if (n > 0 && w->nlosses == 0 && w->efd >= 0 && read(w->efd, &counter, sizeof counter) < 0) {
+        /* EAGAIN: already drained */
     }
     pthread_mutex_unlock(&w->mu);
     return n;
