@@ -5,20 +5,26 @@ run from the repo root, after `make` (needs ./redislock/core.so):
   lua5.4 bench/handoff.lua [ITERATIONS]      (make bench)
 
 Starts a throwaway redis-server (spec/helpers.lua), builds bench/spin_poll.c
-into bench/out/, then for 2 and 4 processes runs three variants, one after the
+into bench/out/, then for 2 and 4 processes runs six variants, one after the
 other, against that server:
 
   redislock-notify  tools/counter_worker.lua, waiting by release notification
                     (acquire wait=120, notify=true: BLPOP on a wakeup list)
   redislock-poll    the same worker with notify=false (sleep with exponential
                     backoff and full jitter between attempts)
+  redislock-fair    fair=true: waiters queue, the release hands the lock to
+                    the first one (its BLPOP reply is the grant)
+  redislock-notify-spin, redislock-fair-spin
+                    the same two with spin = SPIN_MS: each wait polls its
+                    socket that long before sleeping in the kernel
   spin-poll         bench/spin_poll.c on raw hiredis: SET NX PX in a loop
                     with no sleep at all, compare-and-delete EVAL to release
 
 Every process takes the lock ITERATIONS times (default 300), does one GET and
 one SET of a counter key inside it (the non-atomic increment the lock
-protects: the same two commands in all three variants), holds it HOLD_MS = 2
-ms more, releases, and contends again at once (PAUSE_MS = 0). Each prints one
+protects: the same two commands in every variant), holds it HOLD_MS = 1 to 3
+ms more (drawn uniformly per hold), releases, and contends again at once
+(PAUSE_MS = 0). Each prints one
 line per hold: `hold <t_acquired> <t_released> <fence|attempts>` on
 CLOCK_MONOTONIC, t_released taken just before the release is sent.
 
@@ -82,7 +88,8 @@ local url_fields = require "redislock.url"
 
 local ITERATIONS = tonumber(arg and arg[1]) or 300
 local PROCS = { 2, 4 }
-local HOLD_MS = 2
+local HOLD_MS = "1-3"           -- each hold drawn uniformly from 1-3 ms
+local HOLD_MID_MS = 2
 local PAUSE_MS = 0
 local TTL = 10                 -- seconds; far longer than any hold
 local CS_ROUND_TRIPS = 2       -- GET + SET of the counter inside the lock
@@ -263,13 +270,17 @@ local function run_variant(v, nprocs, srv, raw)
       if h.proc ~= prev.proc then handoffs[#handoffs + 1] = gap else reacq[#reacq + 1] = gap end
       local tr, rr = h.trace, prev.rtrace
       if h.proc ~= prev.proc and tr and rr and tr.waits > 0 and tr.woke >= prev.t_rel
-          and tr.try0 >= tr.woke and tr.w1 > 0 and rr.u1 > 0 then
+          and tr.w0 >= tr.woke and tr.w1 > 0 and rr.u1 > 0 then
         -- a handoff to a waiter that this very release woke up, cut into steps
         local function add(key, a, b) parts[key][#parts[key] + 1] = (b - a) * 1000 end
         add("unwatch", prev.t_rel, rr.u1)    -- releaser: poll + watchdog unregistration
         add("notify", rr.u1, tr.woke)        -- release script sent -> waiter's BLPOP returned
-        add("resume", tr.woke, tr.try0)      -- waiter's Lua up to its retry
-        add("script", tr.try0, tr.w0)        -- the acquire script's round trip
+        if tr.try0 >= tr.woke then           -- woken, then retried (notify)
+          add("resume", tr.woke, tr.try0)    -- waiter's Lua up to its retry
+          add("script", tr.try0, tr.w0)      -- the acquire script's round trip
+        else                                 -- the BLPOP reply was the grant (fair)
+          add("resume", tr.woke, tr.w0)      -- waiter's Lua up to its registration
+        end
         add("watch", tr.w0, tr.w1)           -- watchdog registration
         add("rest", tr.w1, h.t_acq)          -- back to the worker
         parts.total[#parts.total + 1] = gap
@@ -397,7 +408,7 @@ local function probe(srv, raw)
 
   step("PING round trip (Lua, raw connection), back to back", time_p50(function() raw:command("PING") end))
   step("PING round trip after 2 ms idle (as after a hold)", time_p50(function() raw:command("PING") end,
-    function() core.sleep(HOLD_MS / 1000) end))
+    function() core.sleep(HOLD_MID_MS / 1000) end))
   step("SET NX PX on a held key (one spin)", time_p50(function()
     raw:command("SET", key, token, "NX", "PX", "10000")
   end, function() raw:command("SET", key, "someone else") end))
@@ -497,9 +508,10 @@ local function print_details(results)
   end
 end
 
--- The notify variant again, through bench/traced_worker.lua: each handoff to
--- a waiter woken by that very release, cut at the moments the waiter's BLPOP
--- returned and its winning attempt started and ended.
+-- The notify and fair-spin variants again, through bench/traced_worker.lua:
+-- each handoff to a waiter woken by that very release, cut at the moments the
+-- waiter's BLPOP returned, its winning attempt (notify) started and ended,
+-- and its watchdog registration.
 local function print_traced(traced)
   for _, r in ipairs(traced) do
     local t = r.trace
@@ -507,21 +519,31 @@ local function print_traced(traced)
     local function line(label, key)
       printf("      %-58s %s\n", label, ms(percentile(p[key], 0.5)))
     end
-    printf("\n  redislock-notify x%d under contention, traced (bench/traced_worker.lua; a separate run):\n",
-      r.procs)
+    local granted = #p.script == 0
+    printf("\n  %s x%d under contention, traced (bench/traced_worker.lua; a separate run):\n",
+      r.variant, r.procs)
     printf("    %d handoffs, %d of them to a waiter woken by that release; p50 ms of each step of those:\n",
       r.handoffs, #p.total)
     line("releaser: t_released -> unwatch done (poll + unwatch)", "unwatch")
     line("release script sent -> waiter's BLPOP returned", "notify")
-    line("waiter: BLPOP returned -> retry sent (Lua)", "resume")
-    line("waiter: acquire script round trip", "script")
+    if granted then
+      line("waiter: BLPOP returned (the grant) -> registration (Lua)", "resume")
+    else
+      line("waiter: BLPOP returned -> retry sent (Lua)", "resume")
+      line("waiter: acquire script round trip", "script")
+    end
     line("waiter: watchdog registration (conn:watch)", "watch")
     line("waiter: -> t_acquired", "rest")
     line("whole handoff", "total")
     line("(for comparison: the release script's own round trip)", "release_rtt")
-    printf("    per acquisition: %.2f attempts, %.2f BLPOP waits; %d of %d wakeups lost the race to the\n" ..
-      "    releaser re-acquiring at once (the retry failed and the waiter blocked again)\n",
-      t.tries / math.max(t.calls, 1), t.waits / math.max(t.calls, 1), t.lost, t.waits)
+    if granted then
+      printf("    per acquisition: %.2f attempts, %.2f BLPOP waits\n",
+        t.tries / math.max(t.calls, 1), t.waits / math.max(t.calls, 1))
+    else
+      printf("    per acquisition: %.2f attempts, %.2f BLPOP waits; %d of %d wakeups lost the race to the\n" ..
+        "    releaser re-acquiring at once (the retry failed and the waiter blocked again)\n",
+        t.tries / math.max(t.calls, 1), t.waits / math.max(t.calls, 1), t.lost, t.waits)
+    end
   end
 end
 
@@ -536,7 +558,7 @@ local function main()
   local srv = helpers.start_redis()
   local raw = assert(core.connect(url_fields.parse(srv.url)))
   local version = assert(raw:command("INFO", "server")):match("redis_version:([%w%.]+)")
-  printf("redis-server %s at %s; %d acquisitions per process, hold %d ms, pause %d ms, ttl %d s\n",
+  printf("redis-server %s at %s; %d acquisitions per process, hold %s ms, pause %d ms, ttl %d s\n",
     version or "?", srv.url, ITERATIONS, HOLD_MS, PAUSE_MS, TTL)
   printf("load average before: %s (2 cores here: anything else running skews the numbers)\n\n", loadavg())
   local results = {}
@@ -548,9 +570,11 @@ local function main()
     end
   end
   local traced = {}
-  for _, n in ipairs(PROCS) do
-    traced[#traced + 1] = run_variant({ name = "notify-traced", kind = "redislock", notify = "1", traced = true },
-      n, srv, raw)
+  for _, v in ipairs(VARIANTS) do
+    for _, n in ipairs((v.name == "redislock-notify" or v.name == "redislock-fair-spin") and PROCS or {}) do
+      traced[#traced + 1] = run_variant({ name = v.name, kind = "redislock", notify = v.notify, spin = v.spin,
+        traced = true }, n, srv, raw)
+    end
   end
   local steps = probe(srv, raw)
   raw:close()

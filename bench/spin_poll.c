@@ -12,7 +12,8 @@
  * KEY ":counter") is read and written inside the critical section, one GET and
  * one SET, exactly like tools/counter_worker.lua does, so that both sides of
  * the comparison send the same critical-section commands. TTL_MS (default
- * 10000) is the lease.
+ * 10000) is the lease. HOLD_MS may be a range LO-HI: each hold is then drawn
+ * uniformly from it (drand48, seeded from the pid).
  *
  * Each of the ITERATIONS loops:
  *   1. SET KEY token NX PX TTL_MS, again and again, until it answers OK;
@@ -38,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <hiredis.h>
@@ -114,8 +116,9 @@ int main(int argc, char **argv) {
     const char *host, *key, *counter;
     char counter_buf[512], ttl_buf[32], token[33], value_buf[32];
     long iterations, i, ttl_ms;
-    double hold_ms, pause_ms, start_at;
+    double hold_ms, hold_hi, pause_ms, start_at;
     int port;
+    char *end_arg;
     size_t key_len, counter_len;
     hold_rec *recs;
     redisContext *c;
@@ -130,7 +133,9 @@ int main(int argc, char **argv) {
     port = atoi(argv[2]);
     key = argv[3];
     iterations = atol(argv[4]);
-    hold_ms = atof(argv[5]);
+    hold_ms = strtod(argv[5], &end_arg);
+    hold_hi = *end_arg == '-' ? atof(end_arg + 1) : hold_ms;
+    srand48((long)getpid());
     pause_ms = atof(argv[6]);
     start_at = atof(argv[7]);
     if (argc > 8) {
@@ -194,7 +199,7 @@ int main(int argc, char **argv) {
         snprintf(value_buf, sizeof value_buf, "%ld", value + 1);
         put_lens[2] = strlen(value_buf);
         freeReplyObject(command(c, 3, put_argv, put_lens));
-        sleep_ms(hold_ms);
+        sleep_ms(hold_ms + (hold_hi - hold_ms) * drand48());
 
         /* 3. release by compare-and-delete. */
         recs[i].t_released = monotime();

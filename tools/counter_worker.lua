@@ -5,8 +5,9 @@
 --            [HOLD_MS [PAUSE_MS [NOTIFY [TTL [SPIN_MS]]]]]]]
 -- Loops ITERATIONS times: take the lock NAME (waiting as long as needed),
 -- do a deliberately non-atomic GET / add one in Lua / SET of COUNTER, stay
--- HOLD_MS more in the critical section, release, then pause PAUSE_MS outside
--- it. Prints one line per critical section:
+-- HOLD_MS more in the critical section (LO-HI: drawn from that range),
+-- release, then pause PAUSE_MS outside it. Prints one line per critical
+-- section:
 --   hold <t_acquired> <t_released> <fence>
 -- with times on CLOCK_MONOTONIC, which all processes of the machine share,
 -- so a checker can look for overlaps and measure handoffs across processes.
@@ -21,7 +22,11 @@ local core = require "redislock.core"
 local url, name, iterations = arg[1], arg[2], tonumber(arg[3])
 local counter = arg[4] or "counter"
 local start_at = tonumber(arg[5])
-local hold = (tonumber(arg[6]) or 0) / 1000
+-- HOLD_MS: a number, or a range LO-HI to draw each hold from uniformly
+local hold_lo, hold_hi = (arg[6] or "0"):match("^([%d.]+)%-([%d.]+)$")
+hold_lo = (tonumber(hold_lo or arg[6]) or 0) / 1000
+hold_hi = (tonumber(hold_hi) or hold_lo * 1000) / 1000
+math.randomseed(core.getpid())
 local pause = (tonumber(arg[7]) or 0) / 1000
 local notify = arg[8] ~= "0"
 local fair = arg[8] == "fair"
@@ -41,6 +46,7 @@ for _ = 1, iterations do
   assert(value ~= nil, err)
   value = (value and tonumber(value) or 0) + 1
   assert(raw:command("SET", counter, value))
+  local hold = hold_lo + (hold_hi - hold_lo) * math.random()
   if hold > 0 then core.sleep(hold) end
   local t_released = core.monotime()
   assert(lock:release())
