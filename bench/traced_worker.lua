@@ -57,25 +57,11 @@ redislock.connect = function(...)
   local cur, rel = {}, {}
   local watch_wrapped, lock_wrapped = false, false
 
-  wrap(client, "acquire", function()
-    cur = { woke = 0, try0 = 0, w0 = 0, w1 = 0, try1 = 0, waits = 0, tries = 0 }
-  end, function()
-    traces[#traces + 1] = string.format("trace %.9f %.9f %.9f %.9f %.9f %d %d", cur.woke, cur.try0,
-      cur.w0, cur.w1, cur.try1, cur.waits, cur.tries)
-  end)
-  wrap(client, "_wait_release", nil, function()
-    cur.woke = monotime()
-    cur.waits = cur.waits + 1
-  end)
-  wrap(methods(client._conn), "watch", function() cur.w0 = monotime() end,
-    function() cur.w1 = monotime() end)
-  wrap(client, "_try", function()
-    cur.try0 = monotime()
-    cur.tries = cur.tries + 1
-  end, function(lock)
-    cur.try1 = monotime()
+  -- The first lock shows us the watch handle's and the lock's methods. It
+  -- comes from acquire, whether an attempt (_try) or a fair hand-over
+  -- (_grant after a BLPOP) produced it.
+  local function wrap_lock(lock)
     if type(lock) ~= "table" then return end
-    -- the first lock shows us the watch handle's and the lock's methods
     if not watch_wrapped and lock._watch then
       watch_wrapped = true
       wrap(methods(lock._watch), "unwatch", function() rel.u0 = monotime() end,
@@ -90,7 +76,25 @@ redislock.connect = function(...)
           monotime())
       end)
     end
+  end
+
+  wrap(client, "acquire", function()
+    cur = { woke = 0, try0 = 0, w0 = 0, w1 = 0, try1 = 0, waits = 0, tries = 0 }
+  end, function(lock)
+    traces[#traces + 1] = string.format("trace %.9f %.9f %.9f %.9f %.9f %d %d", cur.woke, cur.try0,
+      cur.w0, cur.w1, cur.try1, cur.waits, cur.tries)
+    wrap_lock(lock)
   end)
+  wrap(client, "_wait_release", nil, function()
+    cur.woke = monotime()
+    cur.waits = cur.waits + 1
+  end)
+  wrap(methods(client._conn), "watch", function() cur.w0 = monotime() end,
+    function() cur.w1 = monotime() end)
+  wrap(client, "_try", function()
+    cur.try0 = monotime()
+    cur.tries = cur.tries + 1
+  end, function() cur.try1 = monotime() end)
   wrap(client, "close", function()
     local out = {}
     for _, l in ipairs(traces) do out[#out + 1] = l end
