@@ -363,20 +363,25 @@ end
 -- socket for up to `spin` seconds, burning this process's CPU (not Redis')
 -- to see a release sooner than a sleeping process can be woken.
 function Client:acquire(name, opts)
-  check_name("acquire", name)
-  opts = check_options("acquire", opts, ACQUIRE_OPTIONS)
+  return self:_acquire("acquire", name, opts)
+end
+
+-- acquire, with argument errors naming `fname` (acquire or with_lock).
+function Client:_acquire(fname, name, opts)
+  check_name(fname, name)
+  opts = check_options(fname, opts, ACQUIRE_OPTIONS)
   local ttl = opts.ttl == nil and DEFAULT_TTL or opts.ttl
-  check_ttl("acquire", ttl)
+  check_ttl(fname, ttl)
   local wait = opts.wait == nil and 0 or opts.wait
-  check_number("acquire", "wait", wait, 0, MAX_TTL, true)
-  check_type("acquire", "watchdog", opts.watchdog, "boolean", true)
-  check_type("acquire", "on_lost", opts.on_lost, "function", true)
-  check_type("acquire", "notify", opts.notify, "boolean", true)
-  check_type("acquire", "fair", opts.fair, "boolean", true)
+  check_number(fname, "wait", wait, 0, MAX_TTL, true)
+  check_type(fname, "watchdog", opts.watchdog, "boolean", true)
+  check_type(fname, "on_lost", opts.on_lost, "function", true)
+  check_type(fname, "notify", opts.notify, "boolean", true)
+  check_type(fname, "fair", opts.fair, "boolean", true)
   local spin = opts.spin == nil and 0 or opts.spin
-  check_number("acquire", "spin", spin, 0, MAX_SPIN)
+  check_number(fname, "spin", spin, 0, MAX_SPIN)
   local max_hold = opts.max_hold
-  if max_hold ~= nil then check_number("acquire", "max_hold", max_hold, MIN_TTL, MAX_TTL) end
+  if max_hold ~= nil then check_number(fname, "max_hold", max_hold, MIN_TTL, MAX_TTL) end
   self:poll()
 
   local keys = self:_keys(name)
@@ -536,7 +541,7 @@ function Client:with_lock(name, opts, fn, ...)
   if type(fn) ~= "function" and not (mt and mt.__call) then
     argerror("with_lock", "fn", "function expected, got " .. type(fn))
   end
-  local lock, err = self:acquire(name, opts)
+  local lock, err = self:_acquire("with_lock", name, opts)
   if not lock then return nil, err end
   local res = pack(pcall(fn, lock, ...))
   -- Protected: if fn closed the client, the release raises, and fn's own

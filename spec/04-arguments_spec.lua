@@ -165,6 +165,18 @@ describe("argument sweep", function()
       url.parse("unix://u:p@/tmp/r.sock"))
   end)
 
+  it("with_lock names itself, not acquire, in option errors", function()
+    for _, opts in ipairs({ { ttl = -1 }, { wait = "x" }, { spin = 2 }, { bogus = true } }) do
+      local ok, err = pcall(function()
+        local r = client:with_lock(fresh(), opts, function() end) -- not a tail call: keeps this line
+        return r
+      end)
+      assert.is_false(ok)
+      assert.matches("to 'with_lock'", err, 1, true)
+      assert.matches("04%-arguments_spec", err) -- raised at the caller's line
+    end
+  end)
+
   it("the C core checks its own arguments", function()
     local conn = assert(core.connect { port = srv.port })
     local calls = {
