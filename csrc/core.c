@@ -14,6 +14,7 @@
 #include "lauxlib.h"
 #include "compat.h"
 #include "client.h"
+#include "lease.h"
 #include "monotime.h"
 #include "process.h"
 #include "script.h"
@@ -51,6 +52,15 @@ static int global_sleep(lua_State *L) {
     return 0;
 }
 
+/* core.drift(ttl) -> seconds: the part of a ttl-second lease not counted
+ * on (lease.h), the same the watchdog uses. */
+static int global_drift(lua_State *L) {
+    lua_Number ttl = luaL_checknumber(L, 1);
+    if (!(ttl >= 0 && ttl <= 1e10)) return luaL_argerror(L, 1, "ttl out of range");
+    lua_pushnumber(L, (lua_Number)lease_drift_ms((int64_t)(ttl * 1000 + 0.5)) / 1000);
+    return 1;
+}
+
 /* core.getpid() -> this process' pid: tells a forked child from its parent. */
 static int global_getpid(lua_State *L) {
     lua_pushinteger(L, (lua_Integer)getpid());
@@ -81,6 +91,7 @@ static const luaL_Reg core_functions[] = {
     {"token", global_token},
     {"monotime", global_monotime},
     {"getpid", global_getpid},
+    {"drift", global_drift},
     {"sleep", global_sleep},
     {NULL, NULL}
 };

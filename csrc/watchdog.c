@@ -36,6 +36,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "lease.h"
 #include "monotime.h"
 #include "script.h"
 
@@ -316,12 +317,6 @@ static void wd_mark_lost(wd *w, wd_entry *e, int state) {
     }
 }
 
-/* Drift margin for a lease of ttl ms: the server's clock and ours may run
- * at slightly different rates (Redlock's 1% + 2 ms). */
-static int64_t wd_drift(int64_t ttl_ms) {
-    return ttl_ms / 100 + 2;
-}
-
 /* ---- the thread ---------------------------------------------------------- */
 
 typedef struct wd_batch {
@@ -439,7 +434,7 @@ static void wd_apply(wd *w, wd_batch *b) {
         e->last_done = now;
         if (e->state != WD_HELD) continue;
         if (b->result[i] == 1) {
-            int64_t end = b->sent_at + b->ttl_ms[i] - wd_drift(b->ttl_ms[i]);
+            int64_t end = b->sent_at + b->ttl_ms[i] - lease_drift_ms(b->ttl_ms[i]);
             /* A lock:extend with another ttl raced this renewal: either
              * PEXPIRE may have run last, so count on the earlier end. */
             if (b->ttl_ms[i] != e->ttl_ms && e->lease_end < end) end = e->lease_end;
@@ -724,7 +719,7 @@ void wd_renewed(wd *w, uint64_t id, int64_t ttl_ms, int64_t lease_end_ms, int64_
             /* A renewal of ours was on the wire while the Lua side's extend
              * was: Redis may have run either PEXPIRE last, so count on the
              * earlier of the two ends, and renew with the new ttl at once. */
-            int64_t ours = e->last_sent + e->last_ttl - wd_drift(e->last_ttl);
+            int64_t ours = e->last_sent + e->last_ttl - lease_drift_ms(e->last_ttl);
             if (ours < lease_end_ms) lease_end_ms = ours;
         }
         e->ttl_ms = ttl_ms;

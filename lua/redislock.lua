@@ -87,9 +87,9 @@ end
 -- The part of a lease we may count on after an operation that started at
 -- t0: the ttl minus the time the operation took, minus a margin for the
 -- server's and our clocks running at slightly different rates (Redlock's
--- 1% + 2 ms).
+-- 1% + 2 ms; defined once, in csrc/lease.h, for us and the watchdog).
 local function lease_end(t0, ttl)
-  return t0 + ttl - (ttl * 0.01 + 0.002)
+  return t0 + ttl - core.drift(ttl)
 end
 
 --- Lock -------------------------------------------------------------------

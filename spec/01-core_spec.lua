@@ -27,6 +27,16 @@ describe("redislock.core", function()
     assert.equal(16, digits)
   end)
 
+  it("counts on a lease minus 1% (rounded up to a ms) + 2 ms, for Lua and the watchdog alike", function()
+    local function near(want, got) assert.is_true(math.abs(want - got) < 1e-9, want .. " vs " .. got) end
+    near(0.102, core.drift(10))     -- 100 + 2 ms
+    near(0.004, core.drift(0.15))   -- 1.5 ms rounds up to 2, + 2
+    near(0.003, core.drift(0.001))  -- the shortest ttl: 1 + 2
+    near(0.002, core.drift(0))
+    assert.has_error(function() core.drift(-1) end)
+    assert.has_error(function() core.drift(0 / 0) end)
+  end)
+
   it("has a monotonic clock in seconds", function()
     local t0 = core.monotime()
     core.sleep(0.05)
