@@ -177,6 +177,53 @@ describe("watchdog", function()
     c:close()
   end)
 
+  -- lock:extend while a renewal is on the wire: Redis may run the renewal's
+  -- PEXPIRE (old ttl) after the extend's (new ttl). Here it does, and the
+  -- renewal's answer never comes back. The watchdog must then count on the
+  -- renewal's lease, not the extend's: held() may never say yes to a key
+  -- Redis no longer has.
+  it("an extend racing a renewal on the wire never makes held() outlive the key", function()
+    local scenario_seen = false
+    for _ = 1, 5 do
+      local proxy = helpers.start_proxy(srv.port)
+      local c = assert(redislock.connect { host = "127.0.0.1", port = proxy.port })
+      local name = fresh()
+      local key = "{" .. name .. "}"
+      local l = assert(c:acquire(name, { ttl = 0.3 }))
+      -- connection 2 is the watchdog's, opened for its first renewal
+      assert(helpers.wait_until(function() return proxy:control("count") == "ok 2" end, 2, 0.005))
+      proxy:control("hold 2 up")
+      proxy:control("hold 2 down")
+      -- the next renewal (every 0.1 s) is now stuck in the proxy
+      local stuck = helpers.wait_until(function() return proxy:control("buffered 2 up") ~= "ok 0" end, 1, 0.002)
+      if stuck and l:extend(5) then
+        proxy:control("flush 2 up")  -- the renewal's PEXPIRE 300 runs after the extend's
+        local ran = helpers.wait_until(function()
+          local pttl = admin:command("PTTL", key)
+          return pttl <= 300 and pttl > 0
+        end, 0.1, 0.001)
+        proxy:control("drop 2")      -- and its answer is lost
+        if ran then
+          scenario_seen = true
+          local t0 = helpers.monotime()
+          while helpers.monotime() - t0 < 1 do
+            local value = admin:command("GET", key)
+            local held = l:held()
+            assert(not held or value == l.token,
+              string.format("held() is true %.3f s in, but Redis has %s", helpers.monotime() - t0,
+                tostring(value)))
+            helpers.sleep(0.003)
+          end
+        end
+      end
+      l:release()
+      c:close()
+      proxy:stop()
+      if scenario_seen then break end
+    end
+    assert.is_true(scenario_seen, "never got a renewal stuck on the wire during an extend")
+  end)
+
   it("keeps renewing across SCRIPT FLUSH", function()
     local c = assert(redislock.connect { url = srv.url })
     local name = fresh()

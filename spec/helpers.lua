@@ -518,6 +518,27 @@ function M.lua_cmd(code_or_file, ...)
   return table.concat(a, " ")
 end
 
+--- A loopback TCP proxy to `target_port` (spec/support/proxy.lua), for
+-- faults on one connection. Returns the proxy process with .port (connect
+-- clients here) and :control(line) -> its one-line answer ("ok ...").
+function M.start_proxy(target_port)
+  local p = M.spawn(M.lua_cmd("spec/support/proxy.lua", target_port))
+  assert(M.wait_until(function()
+    p.port = tonumber(p:stdout():match("port (%d+)"))
+    p.control_port = tonumber(p:stdout():match("control (%d+)"))
+    return p.port and p.control_port
+  end, 5, 0.01), "proxy did not start: " .. p:stderr())
+  function p.control(self, line)
+    if not self.ctl then
+      self.ctl = assert(require("socket").connect("127.0.0.1", self.control_port))
+      self.ctl:settimeout(5)
+    end
+    assert(self.ctl:send(line .. "\n"))
+    return assert(self.ctl:receive("*l"))
+  end
+  return p
+end
+
 ---------------------------------------------------------------------------
 -- Cleanup
 ---------------------------------------------------------------------------

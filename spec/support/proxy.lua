@@ -2,12 +2,20 @@
 --
 -- usage: lua proxy.lua TARGET_PORT [TARGET_HOST [LISTEN_PORT]]
 -- Listens on 127.0.0.1 (on LISTEN_PORT, or a free port), prints "port N" on
--- stdout, and
--- forwards every connection to TARGET_HOST:TARGET_PORT (127.0.0.1 by
--- default). Faults come from signals sent by the spec to this process:
+-- stdout, then "control M", and forwards every connection to
+-- TARGET_HOST:TARGET_PORT (127.0.0.1 by default). Faults on every
+-- connection at once come from signals sent by the spec to this process:
 --   SIGSTOP  hold: nothing is forwarded, connections stay open
 --   SIGCONT  resume: buffered bytes flow again
 --   SIGKILL  close: every connection is reset at once
+-- Faults on one connection come from the control port: a client sends one
+-- line per command and reads one line back ("ok ..." or "error ..."). N is
+-- a connection's number, 1 for the first one accepted:
+--   count            ok <connections accepted so far>
+--   hold N up|down   buffer what N's client sends (up) or receives (down)
+--   buffered N up|down  ok <bytes buffered in that direction>
+--   flush N up|down  send what was buffered and stop holding: ok <bytes>
+--   drop N           close both ends of N at once
 -- Loopback only, by design.
 local socket = require "socket"
 
@@ -17,11 +25,23 @@ local listen_port = tonumber(arg[3]) or 0
 
 local server = assert(socket.bind("127.0.0.1", listen_port))
 server:settimeout(0)
+local control = assert(socket.bind("127.0.0.1", 0))
+control:settimeout(0)
 io.stdout:write("port ", select(2, server:getsockname()), "\n")
+io.stdout:write("control ", select(2, control:getsockname()), "\n")
 io.stdout:flush()
 
 local peer = {}     -- socket -> the socket it forwards to
-local sockets = { server }
+local sockets = { server, control }
+local conns = {}    -- number -> { client =, upstream = }
+local held = {}     -- socket read from -> parts buffered instead of sent
+local controllers = {}
+
+local function remove(x)
+  for i = #sockets, 1, -1 do
+    if sockets[i] == x then table.remove(sockets, i) end
+  end
+end
 
 local function drop(s)
   local p = peer[s]
@@ -29,11 +49,50 @@ local function drop(s)
     if x then
       x:close()
       peer[x] = nil
-      for i = #sockets, 1, -1 do
-        if sockets[i] == x then table.remove(sockets, i) end
-      end
+      held[x] = nil
+      remove(x)
     end
   end
+end
+
+local function send_all(to, data)
+  to:settimeout(5)
+  to:send(data)
+  to:settimeout(0)
+end
+
+-- The socket whose incoming bytes go in direction dir of connection n.
+local function source(n, dir)
+  local c = conns[tonumber(n)]
+  if not c then return nil end
+  if dir == "up" then return c.client elseif dir == "down" then return c.upstream end
+end
+
+local function command(line)
+  local words = {}
+  for w in line:gmatch("%S+") do words[#words + 1] = w end
+  local cmd, n, dir = words[1], words[2], words[3]
+  if cmd == "count" then return "ok " .. #conns end
+  if cmd == "drop" then
+    local c = conns[tonumber(n)]
+    if not c then return "error no connection " .. tostring(n) end
+    drop(c.client)
+    return "ok"
+  end
+  local s = source(n, dir)
+  if not s then return "error bad connection or direction" end
+  if cmd == "hold" then
+    held[s] = held[s] or {}
+    return "ok"
+  elseif cmd == "buffered" then
+    return "ok " .. #table.concat(held[s] or {})
+  elseif cmd == "flush" then
+    local data = table.concat(held[s] or {})
+    held[s] = nil
+    if peer[s] and #data > 0 then send_all(peer[s], data) end
+    return "ok " .. #data
+  end
+  return "error unknown command " .. tostring(cmd)
 end
 
 while true do
@@ -51,17 +110,36 @@ while true do
           peer[client], peer[upstream] = upstream, client
           sockets[#sockets + 1] = client
           sockets[#sockets + 1] = upstream
+          conns[#conns + 1] = { client = client, upstream = upstream }
         else
           client:close()
         end
+      end
+    elseif s == control then
+      local c = control:accept()
+      if c then
+        c:settimeout(1)
+        controllers[c] = true
+        sockets[#sockets + 1] = c
+      end
+    elseif controllers[s] then
+      local line, err = s:receive("*l")
+      if line then
+        s:send(command(line) .. "\n")
+      elseif err == "closed" then
+        controllers[s] = nil
+        remove(s)
+        s:close()
       end
     elseif peer[s] then
       local data, err, partial = s:receive(65536)
       data = data or partial
       if data and #data > 0 then
-        peer[s]:settimeout(5)
-        peer[s]:send(data)
-        peer[s]:settimeout(0)
+        if held[s] then
+          held[s][#held[s] + 1] = data
+        else
+          send_all(peer[s], data)
+        end
       end
       if err == "closed" then drop(s) end
     end
