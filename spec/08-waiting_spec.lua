@@ -210,6 +210,39 @@ describe("waiting", function()
     doomed:wait(5)
   end)
 
+  -- A fair waiter paused (SIGSTOP) in its BLPOP is handed the lock, stays
+  -- paused past the hand-over lease, and someone else takes the name. When
+  -- it resumes, the grant in its socket is stale: it must not count it as a
+  -- lock while the other holder has it.
+  it("a fair waiter that wakes to a stale hand-over does not take it", function()
+    local name = "fair-stale"
+    local key = "{" .. name .. "}"
+    local h = assert(client:acquire(name, { ttl = 10 }))
+    local w = fair_waiter(name, 20)
+    -- w is queued and blocked in its BLPOP
+    assert(helpers.wait_until(function()
+      return srv:cli_raw("LLEN", key .. ":queue") == "1" and srv:cli_raw("CLIENT", "LIST"):find("cmd=blpop")
+    end, 5, 0.005))
+    w:kill("STOP")
+    assert.is_true(h:release())                 -- handed to the paused w
+    local handed = srv:cli_raw("GET", key)
+    assert.is_truthy(handed ~= "" and handed ~= h.token, "not handed over: " .. tostring(handed))
+    -- the 3 s hand-over lease runs out; another client takes the name
+    local other = assert(redislock.connect { url = srv.url })
+    local c = assert(other:acquire(name, { ttl = 10, wait = 5 }))
+    assert.are_not.equal(handed, srv:cli_raw("GET", key))
+    w:kill("CONT")
+    helpers.sleep(0.5)                          -- w reads its stale grant now
+    assert.equal("", w:stdout())                -- and does not claim the lock
+    local t_release = core.monotime()
+    assert.is_true(c:release())
+    other:close()
+    assert.equal(0, w:wait(10), w:stderr())
+    local got = tonumber(w:stdout():match("got (%S+)"))
+    assert.is_truthy(got, w:stdout())
+    assert.is_true(got >= t_release, "w held the lock while another client did")
+  end)
+
   it("blocks on its own connection: the main one stays usable meanwhile", function()
     local name = "own-conn"
     local p = holder(name, 0.5)
