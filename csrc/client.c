@@ -248,13 +248,15 @@ static int meth_watch(lua_State *L) {
     if (!(ttl >= 0.001 && ttl < 1e10)) return luaL_argerror(L, 4, "ttl out of range");
     if (!(end >= 0 && end < 1e12)) return luaL_argerror(L, 5, "lease end out of range");
     if (!(hold >= 0 && hold < 1e12)) return luaL_argerror(L, 6, "hold end out of range");
-    if (wd_watch(client_wd(L, u), key, klen, token, toklen, (int64_t)(ttl * 1000 + 0.5),
+    client_wd(L, u);
+    watch_push_unbound(L);
+    if (wd_watch(u->wd, key, klen, token, toklen, (int64_t)(ttl * 1000 + 0.5),
                  (int64_t)(end * 1000), (int64_t)(hold * 1000), &id, err, sizeof err) != 0) {
         lua_pushnil(L);
         lua_pushstring(L, err);
         return 2;
     }
-    watch_push(L, u->wd, id);
+    watch_bind(L, -1, u->wd, id);
     return 1;
 }
 

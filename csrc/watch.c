@@ -18,11 +18,16 @@ typedef struct watch_ud {
     uint64_t id;
 } watch_ud;
 
-void watch_push(lua_State *L, wd *w, uint64_t id) {
+void watch_push_unbound(lua_State *L) {
     watch_ud *u = (watch_ud *)lua_newuserdata(L, sizeof *u);
     u->w = NULL;
+    u->id = 0;
     luaL_getmetatable(L, WATCH_MT);
     lua_setmetatable(L, -2);
+}
+
+void watch_bind(lua_State *L, int idx, wd *w, uint64_t id) {
+    watch_ud *u = (watch_ud *)luaL_checkudata(L, idx, WATCH_MT);
     wd_retain(w);
     u->w = w;
     u->id = id;

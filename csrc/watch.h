@@ -9,7 +9,13 @@
 /* Creates the watch metatable in the registry. Stack: unchanged. */
 void watch_register(lua_State *L);
 
-/* Pushes a new handle for lock id of w; takes a reference on w. */
-void watch_push(lua_State *L, wd *w, uint64_t id);
+/* Pushes a new handle bound to nothing (it reads "released"). Made before
+ * the lock is registered: creating it may raise (out of memory), and a
+ * registration without a handle would be renewed with nobody to stop it. */
+void watch_push_unbound(lua_State *L);
+
+/* Binds the handle at idx to lock id of w and takes a reference on w.
+ * Allocates nothing, so it cannot raise after a successful wd_watch. */
+void watch_bind(lua_State *L, int idx, wd *w, uint64_t id);
 
 #endif

@@ -72,6 +72,8 @@ typedef struct wd_loss {
     int state;
 } wd_loss;
 
+typedef struct wd_batch wd_batch;
+
 struct wd {
     pthread_mutex_t mu;
     pthread_cond_t wake;    /* the thread waits here for work or stop */
@@ -89,6 +91,9 @@ struct wd {
                                signal: the thread sees it when it wakes. */
 
     conn *conn;             /* the thread's own connection */
+    wd_batch *batch;        /* the thread's scratch space, made before the
+                               thread starts (a fork child's new thread
+                               reuses its copy) */
     long timeout_ms;        /* the client's configured timeouts: each round */
     long connect_timeout_ms;/* trip is bounded by these and by its leases */
 
@@ -319,7 +324,7 @@ static void wd_mark_lost(wd *w, wd_entry *e, int state) {
 
 /* ---- the thread ---------------------------------------------------------- */
 
-typedef struct wd_batch {
+struct wd_batch {
     wd_entry *e[WD_BATCH_MAX];
     int result[WD_BATCH_MAX];   /* 1 renewed, 0 not held, -1 no usable answer */
     int64_t ttl_ms[WD_BATCH_MAX];  /* the ttl each renewal asked for */
@@ -328,7 +333,7 @@ typedef struct wd_batch {
     int renewals, round_trips;  /* counted without the mutex, added after */
     int64_t sent_at;
     int64_t timeout_ms;
-} wd_batch;
+};
 
 /* With w->mu held: takes the locks due now (and those due soon, so that
  * locks taken at about the same time share a pipeline) into b. Locks whose
@@ -464,9 +469,9 @@ static void wd_apply(wd *w, wd_batch *b) {
 
 static void *wd_main(void *arg) {
     wd *w = arg;
-    wd_batch *b = malloc(sizeof *b);
+    wd_batch *b = w->batch;
     pthread_mutex_lock(&w->mu);
-    while (!w->stopping && b != NULL) {
+    while (!w->stopping) {
         int64_t now = monotime_ms();
         wd_collect(w, b, now);
         if (b->n > 0) {
@@ -495,7 +500,6 @@ static void *wd_main(void *arg) {
         w->wake_at = 0;
     }
     pthread_mutex_unlock(&w->mu);
-    free(b);
     return NULL;
 }
 
@@ -504,6 +508,12 @@ static void *wd_main(void *arg) {
 static int wd_start(wd *w, char *errbuf, size_t errlen) {
     sigset_t all, old;
     int rc;
+    /* Allocated here, where failing can still be reported: a thread that
+     * found no memory would leave its locks unrenewed without a word. */
+    if (w->batch == NULL && (w->batch = malloc(sizeof *w->batch)) == NULL) {
+        snprintf(errbuf, errlen, "out of memory");
+        return -1;
+    }
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     w->stopping = 0;
@@ -596,6 +606,7 @@ void wd_release(wd *w) {
         }
     if (w->inherited) wd_forget_parent_conn(w);
     conn_free(w->conn);
+    free(w->batch);
     if (w->efd >= 0) close(w->efd);
     free(w->slots);
     free(w->gens);
