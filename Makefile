@@ -51,7 +51,7 @@ LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lu
 
 TARGET  = redislock/core.so
 
-.PHONY: all deps test-deps test specs lint demo install uninstall clean sanitize valgrind helgrind rock torture bench test51 fuzz
+.PHONY: all deps test-deps test specs lint demo install uninstall clean sanitize valgrind helgrind rock torture bench test51 testjit fuzz
 
 all: $(TARGET)
 
@@ -133,6 +133,21 @@ test51: test-deps
 	@tools/deps.sh liblua5.1-0-dev lua5.1
 	@$(MAKE) --no-print-directory build/lua5.1/$(TARGET)
 	@REDISLOCK_CPATH="./build/lua5.1/?.so" LUA=lua5.1 BUSTED="$(BUSTED)" \
+	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS)
+
+# LuaJIT, as OpenResty-like hosts run it: the same specs, the core built
+# against LuaJIT's headers into build/luajit/. Debian's luajit, not the
+# OpenResty branch (libluajit2-5.1-dev): that one ships no interpreter that
+# installs next to it here.
+build/luajit/$(TARGET): $(SRCS) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out $(LUA_CFLAGS),$(ALL_CFLAGS)) $$($(PKG_CONFIG) --cflags luajit) \
+	    $(ALL_LDFLAGS) -o $@ $(SRCS) $(LIBS)
+
+testjit: test-deps
+	@tools/deps.sh libluajit-5.1-dev luajit
+	@$(MAKE) --no-print-directory build/luajit/$(TARGET)
+	@REDISLOCK_CPATH="./build/luajit/?.so" LUA=luajit BUSTED="$(BUSTED)" \
 	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS)
 
 # libFuzzer over the C core's parsing of untrusted bytes (fuzz/README.md).

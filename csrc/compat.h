@@ -26,8 +26,13 @@ static inline void compat_setfuncs(lua_State *L, const luaL_Reg *l, int nup) {
 #define luaL_setfuncs compat_setfuncs
 
 
+/* LuaJIT 2.1's lauxlib.h defines these two already. */
+#ifndef luaL_newlibtable
 #define luaL_newlibtable(L, l) lua_createtable(L, 0, sizeof(l) / sizeof((l)[0]) - 1)
+#endif
+#ifndef luaL_newlib
 #define luaL_newlib(L, l) (luaL_newlibtable(L, l), luaL_setfuncs(L, l, 0))
+#endif
 #define lua_rawlen lua_objlen
 
 #endif /* LUA_VERSION_NUM < 502 */
