@@ -136,16 +136,16 @@ test51: test-deps
 	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS)
 
 # LuaJIT, as OpenResty-like hosts run it: the same specs, the core built
-# against LuaJIT's headers into build/luajit/. Debian's luajit, not the
-# OpenResty branch (libluajit2-5.1-dev): that one ships no interpreter that
-# installs next to it here.
+# against LuaJIT's headers into build/luajit/. OpenResty's branch (luajit2),
+# the one Debian's nginx Lua module links: Debian's own luajit conflicts
+# with it, so a machine can have only one of the two.
 build/luajit/$(TARGET): $(SRCS) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out $(LUA_CFLAGS),$(ALL_CFLAGS)) $$($(PKG_CONFIG) --cflags luajit) \
 	    $(ALL_LDFLAGS) -o $@ $(SRCS) $(LIBS)
 
 testjit: test-deps
-	@tools/deps.sh libluajit-5.1-dev luajit
+	@tools/deps.sh libluajit2-5.1-dev luajit2
 	@$(MAKE) --no-print-directory build/luajit/$(TARGET)
 	@REDISLOCK_CPATH="./build/luajit/?.so" LUA=luajit BUSTED="$(BUSTED)" \
 	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS)
