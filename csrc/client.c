@@ -120,21 +120,41 @@ int client_global_connect(lua_State *L) {
 
 /* ---- arguments and replies ------------------------------------------- */
 
-/* Collects stack values first..top as binary-safe strings. Integral numbers
- * are written as integers ("1500", not "1500.0"), which PX and PEXPIRE need. */
+/* Writes the number at stack index i as Redis wants it, replacing it with
+ * the string. Integral values become integers with every digit ("1500", not
+ * "1500.0", which PX needs; a 16-digit fence, not the "1.7953298305222e+15"
+ * that Lua 5.1 and LuaJIT make of it, which would merge neighbouring
+ * fences). Others get the 17 significant digits that round-trip a double. */
+static void client_number_arg(lua_State *L, int i) {
+    char buf[64];
+    int len;
+#if LUA_VERSION_NUM >= 503
+    if (lua_isinteger(L, i)) {
+        len = snprintf(buf, sizeof buf, LUA_INTEGER_FMT, (LUAI_UACINT)lua_tointeger(L, i));
+    } else
+#endif
+    {
+        lua_Number x = lua_tonumber(L, i);
+        if (x != x || x == HUGE_VAL || x == -HUGE_VAL)
+            luaL_argerror(L, i, "finite number expected");
+        if (floor(x) == x && fabs(x) < 9.2e18)
+            len = snprintf(buf, sizeof buf, "%lld", (long long)x);
+        else
+            len = snprintf(buf, sizeof buf, "%.17g", (double)x);
+    }
+    lua_pushlstring(L, buf, (size_t)len);
+    lua_replace(L, i);
+}
+
+/* Collects stack values first..top as binary-safe strings (numbers written
+ * by client_number_arg). */
 static int client_args(lua_State *L, int first, const char **argv, size_t *lens, int max) {
     int top = lua_gettop(L), i, n = 0;
     if (top - first + 1 > max) luaL_error(L, "too many arguments (at most %d)", max);
     for (i = first; i <= top; i++, n++) {
         int t = lua_type(L, i);
         if (t == LUA_TNUMBER) {
-            lua_Number x = lua_tonumber(L, i);
-            if (x != x || x == HUGE_VAL || x == -HUGE_VAL)
-                luaL_argerror(L, i, "finite number expected");
-            if (!compat_isinteger(L, i) && floor(x) == x && fabs(x) < 9.0e15) {
-                lua_pushinteger(L, (lua_Integer)x);
-                lua_replace(L, i);
-            }
+            client_number_arg(L, i);
         } else if (t != LUA_TSTRING) {
             luaL_argerror(L, i, lua_pushfstring(L, "string or number expected, got %s", luaL_typename(L, i)));
         }

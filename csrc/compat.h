@@ -37,13 +37,4 @@ static inline void compat_setfuncs(lua_State *L, const luaL_Reg *l, int nup) {
 
 #endif /* LUA_VERSION_NUM < 502 */
 
-#if LUA_VERSION_NUM < 503
-/* Before 5.3 every number is a double; "is it an integer" means "is it integral". */
-#define compat_isinteger(L, i) \
-    (lua_type(L, i) == LUA_TNUMBER && \
-     lua_tonumber(L, i) == (lua_Number)(lua_Integer)lua_tonumber(L, i))
-#else
-#define compat_isinteger(L, i) lua_isinteger(L, i)
-#endif
-
 #endif

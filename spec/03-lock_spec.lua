@@ -126,6 +126,30 @@ describe("locks", function()
     again:release()
   end)
 
+  -- Fences are seeded from the server clock in microseconds: 16 digits.
+  -- Lua 5.1 and LuaJIT turn such a number into "1.7953298305222e+15" (14
+  -- digits) by default, which would make neighbouring fences equal.
+  it("fenced writes compare every digit of a 16-digit fence, on every Lua", function()
+    local name = fresh()
+    local l1 = assert(a:acquire(name, { ttl = 5 }))
+    l1:release()
+    local l2 = assert(b:acquire(name, { ttl = 5 }))
+    l2:release()
+    assert.is_true(l1.fence > 1e15, "fence " .. string.format("%.0f", l1.fence))
+    assert.equal(l1.fence + 1, l2.fence)
+    local res = "res:" .. name
+    assert.equal(1, b:fenced_set(res, "new", l2.fence))
+    assert.same({ nil, "stale" }, { a:fenced_set(res, "old", l1.fence) })
+    assert.same({ nil, "stale" }, { a:fenced_get(res, l1.fence) })
+    assert.equal("new", a:fenced_get(res, l2.fence))
+    assert.equal(string.format("%.0f", l2.fence), admin:command("GET", "{" .. res .. "}:resource:fence"))
+    -- the same goes for any number a command is given
+    assert(admin:command("SET", "n:" .. name, l2.fence))
+    assert.equal(string.format("%.0f", l2.fence), admin:command("GET", "n:" .. name))
+    assert(admin:command("SET", "f:" .. name, 0.1))
+    assert.equal(0.1, tonumber(admin:command("GET", "f:" .. name)))
+  end)
+
   it("a fence counter that Redis lost starts above every fence handed out", function()
     local name = fresh()
     local l = assert(a:acquire(name, { ttl = 5 }))

@@ -26,6 +26,16 @@ fi
 
 echo "deps.sh: installing$missing" >&2
 export DEBIAN_FRONTEND=noninteractive
+# Packages such as redis-server and nginx start their service on install,
+# listening on default ports of every address. The specs start their own on
+# loopback, so forbid service starts for this install (policy-rc.d exit 101)
+# unless the machine already has a policy of its own.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
+    $sudo chmod 755 "$policy"
+    trap '$sudo rm -f "$policy"' EXIT
+fi
 $sudo apt-get update -qq >/dev/null
 # shellcheck disable=SC2086
 $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -86,6 +86,12 @@ renewal. Refuses without --force.
 exit status: 0 deleted, 1 not held, 2 usage error, 69 Redis unreachable]],
 }
 
+-- Every digit of a fence, on any Lua: tostring gives 5.1 and LuaJIT's
+-- "1.7953298305222e+15" for a 16-digit fence.
+local function fence_string(fence)
+  return string.format("%.0f", fence)
+end
+
 local function say(io_out, ...)
   io_out:write(table.concat({ ... }), "\n")
 end
@@ -182,7 +188,7 @@ local function cmd_status(args)
   say(io.stdout, "name: ", name)
   say(io.stdout, "held: ", info.held and "yes" or "no")
   if info.ttl then say(io.stdout, "ttl: ", string.format("%.3f", info.ttl), " s") end
-  say(io.stdout, "fence: ", tostring(info.fence))
+  say(io.stdout, "fence: ", fence_string(info.fence))
   if opts["show-token"] and info.token then say(io.stdout, "token: ", info.token) end
   return info.held and 0 or EXIT.conflict
 end
@@ -308,9 +314,9 @@ local function cmd_run(args)
   local env = {
     REDISLOCK_NAME = name,
     REDISLOCK_TOKEN = lock.token,
-    REDISLOCK_FENCE = tostring(lock.fence),
+    REDISLOCK_FENCE = fence_string(lock.fence),
   }
-  if opts["fence-env"] then env[opts["fence-env"]] = tostring(lock.fence) end
+  if opts["fence-env"] then env[opts["fence-env"]] = fence_string(lock.fence) end
   -- Signals become readable on a signalfd; the child gets them unblocked.
   local sfd = assert(core.signalfd({ "TERM", "INT", "HUP", "CHLD" }))
   local pid
