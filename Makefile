@@ -144,11 +144,12 @@ build/luajit/$(TARGET): $(SRCS) $(HDRS)
 	$(CC) $(filter-out $(LUA_CFLAGS),$(ALL_CFLAGS)) $$($(PKG_CONFIG) --cflags luajit) \
 	    $(ALL_LDFLAGS) -o $@ $(SRCS) $(LIBS)
 
+# It also runs the library inside nginx with its Lua module (test/hosts/).
 testjit: test-deps
-	@tools/deps.sh libluajit2-5.1-dev luajit2
+	@tools/deps.sh libluajit2-5.1-dev luajit2 nginx-light libnginx-mod-http-lua
 	@$(MAKE) --no-print-directory build/luajit/$(TARGET)
 	@REDISLOCK_CPATH="./build/luajit/?.so" LUA=luajit BUSTED="$(BUSTED)" \
-	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS)
+	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS) test/hosts/nginx_spec.lua
 
 # libFuzzer over the C core's parsing of untrusted bytes (fuzz/README.md).
 FUZZ_SECONDS ?= 30

@@ -255,6 +255,9 @@ local function free_port(host)
   return tonumber(port)
 end
 
+--- A TCP port that nothing listens on now, on `host` (default 127.0.0.1).
+function M.free_port(host) return free_port(host or "127.0.0.1") end
+
 -- An aclfile overrides --requirepass (the default user silently becomes
 -- nopass), so with acl lines the password goes on the default user instead,
 -- unless the lines define the default user themselves.
