@@ -83,6 +83,7 @@ package.path = "./lua/?.lua;./?.lua;" .. package.path
 package.cpath = "./?.so;" .. package.cpath
 
 local helpers = require "spec.helpers"
+local lib = require "bench.lib"
 local core = require "redislock.core"
 local url_fields = require "redislock.url"
 
@@ -113,7 +114,7 @@ local VARIANTS = {
 
 local quote = helpers.quote
 
-local function printf(fmt, ...) io.stdout:write(fmt:format(...)) io.stdout:flush() end
+local printf = lib.printf
 
 local failures = {}
 local function fail(msg)
@@ -123,59 +124,16 @@ end
 
 --- build ----------------------------------------------------------------------
 
-local function build_spin_poll()
-  local out, code = helpers.sh("mkdir -p bench/out && cc -O2 -Wall -Wextra " ..
-    "$(pkg-config --cflags hiredis) " .. SPIN_SRC .. " $(pkg-config --libs hiredis) -o " ..
-    SPIN_BIN .. " 2>&1")
-  if code ~= 0 then error("building " .. SPIN_BIN .. " failed:\n" .. out, 0) end
-end
+local function build_spin_poll() lib.build_c(SPIN_SRC, SPIN_BIN) end
 
 --- server statistics ------------------------------------------------------------
 
-local function info(raw, ...)
-  local text = assert(raw:command("INFO", ...))
-  local t = { calls = {} }
-  for line in text:gmatch("[^\r\n]+") do
-    local cmd, calls = line:match("^cmdstat_([^:]+):calls=(%d+)")
-    if cmd then
-      t.calls[cmd] = tonumber(calls)
-    else
-      local k, v = line:match("^([%w_]+):(%d+)$")
-      if k then t[k] = tonumber(v) end
-    end
-  end
-  return t
-end
-
-local function snapshot(raw)
-  return info(raw, "stats", "commandstats")
-end
-
--- Waits until only our own connection is left, so that the EOF of every
--- worker connection has been read before the closing snapshot.
-local function wait_workers_gone(raw)
-  return helpers.wait_until(function()
-    return info(raw, "clients").connected_clients == 1
-  end, 5, 0.01)
-end
-
-local function diff_calls(before, after)
-  local d = {}
-  for cmd, n in pairs(after.calls) do
-    local delta = n - (before.calls[cmd] or 0)
-    if delta > 0 then d[cmd] = delta end
-  end
-  return d
-end
+local info, snapshot, diff_calls = lib.info, lib.snapshot, lib.diff_calls
+local wait_workers_gone = lib.wait_clients_gone
 
 --- statistics -------------------------------------------------------------------
 
-local function percentile(sorted, p)
-  local n = #sorted
-  if n == 0 then return nil end
-  local rank = math.max(1, math.ceil(p * n))
-  return sorted[math.min(rank, n)]
-end
+local percentile = lib.percentile
 
 --- one run ----------------------------------------------------------------------
 
@@ -322,14 +280,7 @@ local function run_variant(v, nprocs, srv, raw)
 
   -- round trips, as the server counts them
   local calls = diff_calls(before, after)
-  -- INFO is counted in commandstats after it runs, in total_reads_processed
-  -- when it is read: the delta of cmdstat_info (the opening INFO and the polls)
-  -- equals the INFO reads in the delta (the polls and the closing INFO).
-  local info_reads = calls.info or 0
-  local reads = after.total_reads_processed - before.total_reads_processed
-  local conns = after.total_connections_received - before.total_connections_received
-  r.conns = conns
-  r.round_trips = reads - conns - info_reads
+  r.round_trips, r.conns = lib.round_trips(before, after)
   local acq = math.max(r.acq, 1)
   r.rt = r.round_trips / acq - CS_ROUND_TRIPS
   local total = 0
@@ -435,17 +386,11 @@ end
 
 --- report -----------------------------------------------------------------------
 
-local function ms(x) return x and string.format("%.3f", x) or "-" end
+local ms = lib.ms
 
 local FEW = 30   -- fewer handoffs than this: their percentiles are marked "*"
 
-local function loadavg()
-  local f = io.open("/proc/loadavg", "r")
-  if not f then return "?" end
-  local s = f:read("l") or "?"
-  f:close()
-  return (s:match("^(%S+ %S+ %S+)")) or s
-end
+local loadavg = lib.loadavg
 
 local function print_table(results)
   local head = { "variant", "procs", "acq", "acq/s", "handoffs", "p50 ms", "p99 ms", "rt/acq", "cmds/acq" }
@@ -459,7 +404,7 @@ local function print_table(results)
   printf("* fewer than %d handoffs: too few samples, these percentiles vary wildly from run to run.\n", FEW)
 end
 
-local function ratio(a, b) return (a and b and b > 0) and string.format("%.2fx", a / b) or "-" end
+local ratio = lib.ratio
 
 local function print_comparison(results)
   local by = {}

@@ -1,0 +1,98 @@
+--[[
+bench/lib.lua -- what the benchmarks share: output, percentiles, building a C
+baseline, and counting round trips the way the server sees them.
+
+Round trips: every request a client sends costs the server one read (a
+pipeline that arrives together is one read), a BLPOP wakeup costs none, and
+neither do commands run inside a script. So over a run,
+
+  round trips = d total_reads_processed      requests read off client sockets
+              - d total_connections_received one EOF read per closed connection
+              - d cmdstat_info               the benchmark's own INFO commands
+
+taken on the benchmark's own connection before the clients start and after
+they have all gone (connected_clients back to 1). See bench/README.md.
+]]
+local helpers = require "spec.helpers"
+
+local M = {}
+
+function M.printf(fmt, ...) io.stdout:write(fmt:format(...)) io.stdout:flush() end
+
+-- Nearest-rank percentile of a sorted list; nil when empty.
+function M.percentile(sorted, p)
+  local n = #sorted
+  if n == 0 then return nil end
+  local rank = math.max(1, math.ceil(p * n))
+  return sorted[math.min(rank, n)]
+end
+
+function M.ms(x) return x and string.format("%.3f", x) or "-" end
+
+function M.ratio(a, b) return (a and b and b > 0) and string.format("%.2fx", a / b) or "-" end
+
+function M.loadavg()
+  local f = io.open("/proc/loadavg", "r")
+  if not f then return "?" end
+  local s = f:read("l") or "?"
+  f:close()
+  return (s:match("^(%S+ %S+ %S+)")) or s
+end
+
+-- Builds a C baseline on hiredis into bench/out/.
+function M.build_c(src, bin)
+  local out, code = helpers.sh("mkdir -p bench/out && cc -O2 -Wall -Wextra " ..
+    "$(pkg-config --cflags hiredis) " .. src .. " $(pkg-config --libs hiredis) -o " .. bin .. " 2>&1")
+  if code ~= 0 then error("building " .. bin .. " failed:\n" .. out, 0) end
+end
+
+-- INFO sections as { field = number, calls = { command = calls } }.
+function M.info(raw, ...)
+  local text = assert(raw:command("INFO", ...))
+  local t = { calls = {} }
+  for line in text:gmatch("[^\r\n]+") do
+    local cmd, calls = line:match("^cmdstat_([^:]+):calls=(%d+)")
+    if cmd then
+      t.calls[cmd] = tonumber(calls)
+    else
+      local k, v = line:match("^([%w_]+):(%d+)$")
+      if k then t[k] = tonumber(v) end
+    end
+  end
+  return t
+end
+
+function M.snapshot(raw)
+  return M.info(raw, "stats", "commandstats")
+end
+
+-- Waits until only our own connection is left, so that the EOF of every
+-- client connection has been read before the closing snapshot.
+function M.wait_clients_gone(raw)
+  return helpers.wait_until(function()
+    return M.info(raw, "clients").connected_clients == 1
+  end, 5, 0.01)
+end
+
+-- Calls per command between two snapshots (INFO itself included).
+function M.diff_calls(before, after)
+  local d = {}
+  for cmd, n in pairs(after.calls) do
+    local delta = n - (before.calls[cmd] or 0)
+    if delta > 0 then d[cmd] = delta end
+  end
+  return d
+end
+
+-- Round trips between two snapshots, and the connections made meanwhile.
+-- INFO is counted in commandstats after it runs and in total_reads_processed
+-- when it is read: the delta of cmdstat_info (the opening INFO and any polls)
+-- equals the INFO reads in the delta (the polls and the closing INFO).
+function M.round_trips(before, after)
+  local info_reads = M.diff_calls(before, after).info or 0
+  local reads = after.total_reads_processed - before.total_reads_processed
+  local conns = after.total_connections_received - before.total_connections_received
+  return reads - conns - info_reads, conns
+end
+
+return M
