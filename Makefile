@@ -116,9 +116,17 @@ torture: test-deps
 	@$(MAKE) --no-print-directory all
 	@$(LUA) test/torture/run.lua --duration $(DURATION) --procs $(PROCS) $(if $(SEED),--seed $(SEED))
 
+# The peers of bench/cycle.lua: redis-py from Debian, node-redlock from npm
+# (pinned by bench/peers/package-lock.json). A peer that cannot be installed
+# is skipped by the benchmark, which says so.
 bench: test-deps
+	@tools/deps.sh python3-redis
+	@[ -d bench/peers/node_modules ] || ! command -v npm >/dev/null || \
+	 (cd bench/peers && npm ci --no-audit --no-fund --silent) || \
+	 echo "bench: npm ci failed in bench/peers; node-redlock will be skipped" >&2
 	@$(MAKE) --no-print-directory all
 	@$(LUA) bench/handoff.lua
+	@$(LUA) bench/cycle.lua
 
 # Lua 5.1 (the language of LuaJIT and OpenResty): build the core against
 # 5.1's headers into build/lua5.1/ and run the core specs on lua5.1.

@@ -1,0 +1,172 @@
+--[[
+bench/cycle.lua -- one uncontended lock cycle (acquire, then release), for
+redislock and its peers, against raw hiredis, in one run.
+
+run from the repo root, after `make` (needs ./redislock/core.so):
+  lua5.4 bench/cycle.lua [ITERATIONS]      (make bench runs it too)
+
+Starts a throwaway redis-server (spec/helpers.lua) and runs, one after the
+other, each variant as its own process doing ITERATIONS (default 5000)
+cycles on a name nobody else takes:
+
+  raw-hiredis          bench/cycle_raw.c: SET NX PX, then a compare-and-delete
+                       EVAL. The least a correct lock can do: 2 round trips.
+  redislock            client:acquire(name, {ttl = 10}) + lock:release(),
+                       watchdog on (the default): registration and
+                       unregistration with the native thread included.
+  redislock-nowatchdog the same with watchdog = false.
+  redis-py             redis-py's Lock (Debian's python3-redis, run with
+                       /usr/bin/python3): acquire(blocking=False) + release().
+  node-redlock         node-redlock 4.2.0 on ioredis (bench/peers, installed
+                       by `make bench` with npm ci), one instance, retryCount 0:
+                       lock() + unlock().
+
+A peer that is not installed is skipped with the reason. Each process times
+every cycle on a monotonic clock and prints them at the end. Reported per
+variant: p50 and p99 of a cycle in microseconds, cycles per second (cycles /
+the sum of their times: start-up excluded), and round trips per cycle as the
+server counts them (bench/lib.lua), then the ratios to raw-hiredis. Nothing
+here is a test: the exit status is non-zero only when a variant fails.
+
+Placement (taskset): redis-server is pinned to CPU 0, and every variant runs
+twice, its client pinned to CPU 0 too ("same core": a round trip is two
+context switches, so a cycle measures the CPU work of client and server),
+then to CPU 1 ("split cores": each round trip wakes an idle CPU, as a
+network would add its own latency). Unpinned, the scheduler picks one or the
+other per process, and on this 2-vCPU VM the two differ by 5-10x (20-30 us
+against 180-200 us per cycle), which made unpinned ratios meaningless.
+]]
+package.path = "./lua/?.lua;./?.lua;" .. package.path
+package.cpath = "./?.so;" .. package.cpath
+
+local helpers = require "spec.helpers"
+local lib = require "bench.lib"
+local core = require "redislock.core"
+local url_fields = require "redislock.url"
+
+local ITERATIONS = tonumber(arg and arg[1]) or 5000
+local RAW_SRC, RAW_BIN = "bench/cycle_raw.c", "bench/out/cycle_raw"
+local PYTHON = "/usr/bin/python3"   -- Debian's, with python3-redis (not pyenv's)
+local printf, quote = lib.printf, helpers.quote
+
+-- Why a peer cannot run here, or nil.
+local function python_missing()
+  local _, code = helpers.sh(quote(PYTHON) .. " -c 'import redis' 2>&1")
+  return code ~= 0 and "python3-redis is not installed (apt-get install python3-redis)" or nil
+end
+
+local function node_missing()
+  local _, code = helpers.sh("command -v node >/dev/null 2>&1")
+  if code ~= 0 then return "node is not installed" end
+  local f = io.open("bench/peers/node_modules/redlock/package.json")
+  if not f then return "bench/peers/node_modules is missing (cd bench/peers && npm ci)" end
+  f:close()
+end
+
+local VARIANTS = {
+  { name = "raw-hiredis", cmd = function(srv, key)
+      return table.concat({ quote(RAW_BIN), srv.host, srv.port, quote(key), ITERATIONS }, " ")
+    end },
+  { name = "redislock", cmd = function(srv, key)
+      return helpers.lua_cmd("bench/cycle_worker.lua", srv.url, key, ITERATIONS, 1)
+    end },
+  { name = "redislock-nowatchdog", cmd = function(srv, key)
+      return helpers.lua_cmd("bench/cycle_worker.lua", srv.url, key, ITERATIONS, 0)
+    end },
+  { name = "redis-py", missing = python_missing, cmd = function(srv, key)
+      return table.concat({ quote(PYTHON), "bench/peers/redis_py_cycle.py", srv.host, srv.port, quote(key),
+        ITERATIONS }, " ")
+    end },
+  { name = "node-redlock", missing = node_missing, cmd = function(srv, key)
+      return table.concat({ "node", "bench/peers/redlock_cycle.js", srv.host, srv.port, quote(key),
+        ITERATIONS }, " ")
+    end },
+}
+
+local failed = false
+
+local function run(v, srv, raw, cpu)
+  local key = "bench:cycle:" .. v.name
+  local before = lib.snapshot(raw)
+  local p = helpers.spawn("taskset -c " .. cpu .. " " .. v.cmd(srv, key))
+  local code = p:wait(300)
+  local ns = {}
+  for x in p:stdout():gmatch("cycle (%d+)") do ns[#ns + 1] = tonumber(x) end
+  local err = p:stderr()
+  p:stop()
+  if code ~= 0 or #ns ~= ITERATIONS then
+    failed = true
+    return { name = v.name, error = ("exited %s after %d cycles: %s"):format(tostring(code), #ns, err:sub(1, 300)) }
+  end
+  if not lib.wait_clients_gone(raw) then failed = true end
+  local after = lib.snapshot(raw)
+  local total = 0
+  for _, x in ipairs(ns) do total = total + x end
+  table.sort(ns)
+  local rt, conns = lib.round_trips(before, after)
+  return {
+    name = v.name,
+    p50 = lib.percentile(ns, 0.50) / 1000,
+    p99 = lib.percentile(ns, 0.99) / 1000,
+    rate = #ns / (total / 1e9),
+    rt = rt / #ns,
+    conns = conns,
+  }
+end
+
+local function main()
+  local f = io.open("redislock/core.so", "rb")
+  if not f then error("redislock/core.so not found: run `make` first (from the repo root)", 0) end
+  f:close()
+  lib.build_c(RAW_SRC, RAW_BIN)
+  local srv = helpers.start_redis()
+  local raw = assert(core.connect(url_fields.parse(srv.url)))
+  local version = assert(raw:command("INFO", "server")):match("redis_version:([%w%.]+)")
+  printf("redis-server %s at %s; %d uncontended cycles (acquire + release) per variant\n",
+    version or "?", srv.url, ITERATIONS)
+  printf("load average before: %s (2 cores here: anything else running skews the numbers)\n\n", lib.loadavg())
+  local _, pinned = helpers.sh("taskset -cp 0 " .. srv.pid .. " >/dev/null 2>&1")
+  if pinned ~= 0 then error("taskset could not pin redis-server to CPU 0", 0) end
+  local placements = { { label = "same core (client and redis-server on CPU 0)", cpu = 0 } }
+  if tonumber((helpers.sh("nproc"))) >= 2 then
+    placements[2] = { label = "split cores (redis-server on CPU 0, client on CPU 1)", cpu = 1 }
+  end
+  for _, place in ipairs(placements) do
+    place.results = {}
+    for _, v in ipairs(VARIANTS) do
+      local why = v.missing and v.missing()
+      place.results[#place.results + 1] = why and { name = v.name, skipped = why } or run(v, srv, raw, place.cpu)
+    end
+  end
+  raw:close()
+  srv:stop()
+
+  for _, place in ipairs(placements) do
+    local fmt = "%-21s %9s %9s %10s %8s\n"
+    printf("%s\n", place.label)
+    printf(fmt, "variant", "p50 us", "p99 us", "cycles/s", "rt/cycle")
+    local base
+    for _, r in ipairs(place.results) do
+      if r.skipped then
+        printf("%-21s skipped: %s\n", r.name, r.skipped)
+      elseif r.error then
+        printf("%-21s FAILED: %s\n", r.name, r.error)
+      else
+        base = base or (r.name == "raw-hiredis" and r)
+        printf(fmt, r.name, string.format("%.1f", r.p50), string.format("%.1f", r.p99),
+          string.format("%.0f", r.rate), string.format("%.2f", r.rt))
+      end
+    end
+    printf("ratios to raw-hiredis (p50: lower is better; cycles/s: higher is better)\n")
+    for _, r in ipairs(place.results) do
+      if r.p50 and base and r ~= base then
+        printf("  %-21s p50 %s   cycles/s %s\n", r.name, lib.ratio(r.p50, base.p50), lib.ratio(r.rate, base.rate))
+      end
+    end
+    printf("\n")
+  end
+  printf("load average after: %s\n", lib.loadavg())
+  if failed then os.exit(1) end
+end
+
+main()
