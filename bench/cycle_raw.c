@@ -15,13 +15,13 @@
  *            $(pkg-config --libs hiredis) -o bench/out/cycle_raw
  */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <hiredis.h>
+
+#include "bench_token.h"
 
 #define RELEASE_SCRIPT \
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
@@ -35,22 +35,6 @@ static long long now_ns(void) {
 static void die(const char *what, const redisContext *c) {
     fprintf(stderr, "cycle_raw: %s%s%s\n", what, c && c->err ? ": " : "", c && c->err ? c->errstr : "");
     exit(1);
-}
-
-static void new_token(char out[33]) {
-    unsigned char raw[16];
-    size_t got = 0;
-    int i;
-    while (got < sizeof raw) {
-        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            die("getrandom failed", NULL);
-        }
-        got += (size_t)n;
-    }
-    for (i = 0; i < 16; i++) sprintf(out + 2 * i, "%02x", raw[i]);
-    out[32] = '\0';
 }
 
 int main(int argc, char **argv) {
@@ -77,7 +61,7 @@ int main(int argc, char **argv) {
     for (i = 0; i < iterations; i++) {
         redisReply *r;
         long long t0;
-        new_token(token);
+        if (bench_token(token) != 0) die("getrandom failed", NULL);
         t0 = now_ns();
         r = redisCommand(c, "SET %s %s NX PX 10000", key, token);
         if (!r) die("connection lost", c);

@@ -38,11 +38,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 #include <time.h>
 
 #include <hiredis.h>
+
+#include "bench_token.h"
 
 static const char RELEASE_SCRIPT[] =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
@@ -83,23 +84,6 @@ static void die(const char *what, redisContext *c) {
     fprintf(stderr, "spin_poll: %s%s%s\n", what, c && c->err ? ": " : "",
             c && c->err ? c->errstr : "");
     exit(1);
-}
-
-/* 16 random bytes from the kernel, as 32 hex digits. */
-static void new_token(char out[33]) {
-    unsigned char raw[16];
-    size_t got = 0;
-    int i;
-    while (got < sizeof raw) {
-        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            die("getrandom failed", NULL);
-        }
-        got += (size_t)n;
-    }
-    for (i = 0; i < 16; i++) sprintf(out + 2 * i, "%02x", raw[i]);
-    out[32] = '\0';
 }
 
 static redisReply *command(redisContext *c, int argc, const char **argv, const size_t *lens) {
@@ -176,7 +160,7 @@ int main(int argc, char **argv) {
         int taken = 0;
         char *end;
 
-        new_token(token);
+        if (bench_token(token) != 0) die("getrandom failed", NULL);
         /* 1. spin: no sleep between attempts. */
         while (!taken) {
             attempts++;

@@ -1,0 +1,28 @@
+/* bench_token.h: the owner tokens of the C baselines (spin_poll.c,
+ * cycle_raw.c): 16 random bytes from the kernel as 32 hex digits, as
+ * redislock's own (csrc/token.c). 0, or -1 when getrandom fails. */
+#ifndef BENCH_TOKEN_H
+#define BENCH_TOKEN_H
+
+#include <errno.h>
+#include <stdio.h>
+#include <sys/random.h>
+
+static int bench_token(char out[33]) {
+    unsigned char raw[16];
+    size_t got = 0;
+    int i;
+    while (got < sizeof raw) {
+        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        got += (size_t)n;
+    }
+    for (i = 0; i < 16; i++) sprintf(out + 2 * i, "%02x", raw[i]);
+    out[32] = '\0';
+    return 0;
+}
+
+#endif
