@@ -79,12 +79,14 @@ static lua_Number client_opt_number(lua_State *L, int t, const char *key,
 }
 
 /* core.connect{host=, port=, path=, username=, password=, db=,
- *              connect_timeout=, timeout=} -> client | nil, err
+ *              connect_timeout=, timeout=, lazy=} -> client | nil, err
  * Timeouts are in seconds. Connects at once so that a wrong address or
- * password is reported here, not at the first lock. */
+ * password is reported here, not at the first lock; lazy = true does not
+ * (a client that only hosts the watchdog, whose thread connects itself). */
 int client_global_connect(lua_State *L) {
     conn_config cfg;
     client_ud *u;
+    int lazy;
     luaL_checktype(L, 1, LUA_TTABLE);
     memset(&cfg, 0, sizeof cfg);
     cfg.host = (char *)client_opt_string(L, 1, "host");
@@ -98,6 +100,9 @@ int client_global_connect(lua_State *L) {
     if (cfg.host == NULL && cfg.path == NULL) cfg.host = (char *)"127.0.0.1";
     if (cfg.username != NULL && cfg.password == NULL)
         luaL_error(L, "bad config field 'username' (a password is required with it)");
+    lua_getfield(L, 1, "lazy");
+    lazy = lua_toboolean(L, -1);
+    lua_pop(L, 1);
 
     /* Closed-state userdata first: if anything below raises, __gc is safe. */
     u = (client_ud *)lua_newuserdata(L, sizeof *u);
@@ -108,6 +113,7 @@ int client_global_connect(lua_State *L) {
 
     u->conn = conn_new(&cfg);
     if (u->conn == NULL) return luaL_error(L, "out of memory");
+    if (lazy) return 1;  /* connects at its first command, if any */
     if (conn_ensure(u->conn) != 0) {
         lua_pushnil(L);
         lua_pushstring(L, u->conn->errstr);

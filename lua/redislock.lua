@@ -258,7 +258,7 @@ end
 -- client's main connection (and the watchdog has its own anyway).
 function Client:_wait_conn()
   if not self._waiter then
-    local conn, err = core.connect(self._cfg)
+    local conn, err = self._transport.wait_conn(self._cfg)
     if not conn then return nil, err end
     self._waiter = conn
   end
@@ -614,13 +614,52 @@ end
 local CONNECT_OPTIONS = {
   url = true, host = true, port = true, path = true, username = true,
   password = true, db = true, connect_timeout = true, timeout = true,
-  prefix = true,
+  prefix = true, transport = true,
+}
+
+-- How a client talks to Redis. Each opens the main connection (checked at
+-- once: a wrong address or password fails connect), makes the connection
+-- waiters block on, and sleeps.
+local TRANSPORTS = {
+  -- hiredis in the C core: blocking calls; any Lua host.
+  native = {
+    open = function(cfg) return core.connect(cfg) end,
+    wait_conn = function(cfg) return core.connect(cfg) end,
+    sleep = core.sleep,
+  },
+  -- nginx cosockets (lua/redislock/cosocket.lua): calls yield to nginx.
+  cosocket = {
+    open = function(cfg)
+      local cosocket = require "redislock.cosocket"
+      local lazy = {}
+      for k, v in pairs(cfg) do lazy[k] = v end
+      lazy.lazy = true
+      local native = core.connect(lazy) -- hosts the watchdog only
+      local conn, err = cosocket.new(cfg, native)
+      if not conn then
+        native:close()
+        return nil, err
+      end
+      local pong
+      pong, err = conn:command("PING")
+      if not pong then
+        conn:close()
+        return nil, err
+      end
+      return conn
+    end,
+    wait_conn = function(cfg) return require("redislock.cosocket").new(cfg) end,
+    sleep = function(seconds) ngx.sleep(seconds) end,
+  },
 }
 local ENDPOINT_FIELDS = { "host", "port", "path", "username", "password", "db" }
 
 --- Opens a client with one connection to Redis.
 -- syntax: client, err = redislock.connect{url=, host=, port=, path=, username=,
---           password=, db=, connect_timeout=2, timeout=2, prefix=""}
+--           password=, db=, connect_timeout=2, timeout=2, prefix="",
+--           transport="native"}
+-- transport: "native" (hiredis in the C core) or "cosocket" (inside nginx:
+-- calls yield to the event loop; see lua/redislock/cosocket.lua).
 function _M.connect(opts)
   check_type("connect", "opts", opts, "table")
   check_options("connect", opts, CONNECT_OPTIONS)
@@ -659,15 +698,20 @@ function _M.connect(opts)
   if cfg.timeout ~= nil then check_number("connect", "timeout", cfg.timeout, 0, 86400) end
   local prefix = opts.prefix == nil and "" or opts.prefix
   check_type("connect", "prefix", prefix, "string")
+  local transport = TRANSPORTS[opts.transport == nil and "native" or opts.transport]
+  if not transport then
+    argerror("connect", "transport", "'native' or 'cosocket' expected, got " .. tostring(opts.transport))
+  end
 
-  local conn, err = core.connect(cfg)
+  local conn, err = transport.open(cfg)
   if not conn then return nil, err end
   return setmetatable({
     _conn = conn,
     _cfg = cfg,                 -- for the wait connection, made on first wait
     _waiter = nil,
+    _transport = transport,
     _prefix = prefix,
-    _sleep = core.sleep,
+    _sleep = transport.sleep,
     _locks = setmetatable({}, { __mode = "v" }), -- watch id -> lock, for on_lost
   }, Client)
 end

@@ -44,6 +44,16 @@ describe("connect", function()
     srv:stop()
   end)
 
+  it("transport 'cosocket' outside nginx is nil, err saying what it needs", function()
+    local srv = helpers.start_redis()
+    local c, err = redislock.connect { port = srv.port, transport = "cosocket" }
+    assert.is_nil(c)
+    assert.matches("needs nginx", err)
+    c = assert(redislock.connect { port = srv.port, transport = "native" })
+    c:close()
+    srv:stop()
+  end)
+
   it("connection refused is nil, 'connection ...'", function()
     local srv = helpers.start_redis()
     local port = srv.port

@@ -106,6 +106,8 @@ describe("argument sweep", function()
     { "connect", "connect_timeout", function(v)
         return redislock.connect { port = srv.port, connect_timeout = v }
       end, ok = { "nil", "fraction", "one" } },
+    { "connect", "transport", function(v) return redislock.connect { port = srv.port, transport = v } end,
+      ok = { "nil" } },
     { "connect", "prefix", function(v) return redislock.connect { port = srv.port, prefix = v } end,
       ok = { "nil", "empty string", "numeric string", "string", "NUL string" } },
   }

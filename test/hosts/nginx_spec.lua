@@ -59,6 +59,32 @@ http {
     location /release {
       content_by_lua_block { ngx.say(tostring(LOCKS[ngx.var.arg_name]:release())) }
     }
+    # the cosocket transport: calls yield to nginx instead of blocking it
+    location /c/acquire {
+      content_by_lua_block {
+        CCLIENT = CCLIENT or assert(redislock.connect { url = URL, transport = "cosocket" })
+        local a = ngx.req.get_uri_args()
+        local l, err = CCLIENT:acquire(a.name, { ttl = tonumber(a.ttl), wait = tonumber(a.wait or 0),
+          fair = a.fair == "1" })
+        if not l then return ngx.say("failed ", err) end
+        LOCKS[a.name] = l
+        ngx.say("fence ", string.format("%%.0f", l.fence))
+      }
+    }
+    location /c/fenced_set {
+      content_by_lua_block {
+        local a = ngx.req.get_uri_args()
+        local v, err = CCLIENT:fenced_set(a.res, a.value, tonumber(a.fence))
+        ngx.say(v and ("version " .. v) or ("failed " .. err))
+      }
+    }
+    location /c/connect {
+      content_by_lua_block {
+        local c, err = redislock.connect { url = ngx.var.arg_url, transport = "cosocket" }
+        if c then c:close() end
+        ngx.say(c and "ok" or ("failed " .. err))
+      }
+    }
   }
 }
 ]]):format(dir, dir, MODULES, MODULES, dir, dir, dir, dir, dir, ROOT, ROOT, redis_url, port)
@@ -70,7 +96,12 @@ describe("inside nginx (LuaJIT)", function()
   local function get(path)
     local body, code = http.request(base .. path)
     assert(body, code)
-    assert.equal(200, code, body)
+    if code ~= 200 then
+      local f = io.open(dir .. "/error.log")
+      local log = f and f:read("*a") or ""
+      if f then f:close() end
+      error(("%s: HTTP %s\n%s"):format(path, tostring(code), log:sub(-1500)), 2)
+    end
     return (body:gsub("\n$", ""))
   end
 
@@ -115,6 +146,53 @@ describe("inside nginx (LuaJIT)", function()
     assert.equal("true", get("/release?name=ngx"))
     assert.equal(0, admin:command("EXISTS", "{ngx}"))
     assert.equal("false", get("/held?name=ngx"))
+  end)
+
+  describe("with transport = 'cosocket'", function()
+    it("takes, renews (native watchdog) and releases, with exact fences and NOSCRIPT handled", function()
+      admin:command("SCRIPT", "FLUSH")
+      local fence = get("/c/acquire?name=co&ttl=0.5"):match("^fence (%d+)$")
+      assert.truthy(fence)
+      assert.equal(fence, admin:command("GET", "{co}:fence"))
+      helpers.sleep(1.5)
+      assert.is_true(admin:command("PTTL", "{co}") > 0)
+      assert.equal("true", get("/held?name=co"))
+      assert.equal("version 1", get("/c/fenced_set?res=r&value=v&fence=" .. fence))
+      assert.equal("failed stale", get("/c/fenced_set?res=r&value=old&fence=" .. string.format("%.0f", fence - 1)))
+      assert.equal("true", get("/release?name=co"))
+      assert.equal(0, admin:command("EXISTS", "{co}"))
+    end)
+
+    for _, fair in ipairs({ "0", "1" }) do
+      it("a waiter yields to nginx: the worker serves other requests meanwhile (fair = " .. fair .. ")",
+        function()
+          local redislock = require "redislock"
+          local me = assert(redislock.connect { url = srv.url })
+          local name = "co-wait-" .. fair
+          local held = assert(me:acquire(name, { ttl = 10 }))
+          local waiter = helpers.spawn("exec curl -s " .. helpers.quote(base .. "/c/acquire?name=" .. name ..
+            "&ttl=5&wait=5&fair=" .. fair))
+          assert(helpers.wait_until(function()
+            return admin:command("CLIENT", "LIST"):find("cmd=blpop")
+          end, 5, 0.01), "the waiter never blocked")
+          -- one worker, and it still answers at once
+          local t0 = helpers.monotime()
+          assert.matches("^LuaJIT", get("/info"))
+          assert.is_true(helpers.monotime() - t0 < 0.5, "the worker was blocked")
+          local released = helpers.monotime()
+          assert.is_true(held:release())
+          assert.equal(0, waiter:wait(10))
+          assert.matches("^fence %d+", waiter:stdout())
+          assert.is_true(helpers.monotime() - released < 1)
+          assert.equal("true", get("/release?name=" .. name))
+          me:close()
+        end)
+    end
+
+    it("reports connection failures as the native transport does", function()
+      local reply = get("/c/connect?url=" .. "redis://127.0.0.1:" .. helpers.free_port())
+      assert.matches("^failed connection failed: .*%(127%.0%.0%.1:%d+%)$", reply)
+    end)
   end)
 
   it("a worker killed while holding loses the name at its ttl; the next worker takes it", function()
