@@ -13,6 +13,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lauxlib.h"
@@ -130,7 +131,7 @@ int client_global_connect(lua_State *L) {
  * the string. Integral values become integers with every digit ("1500", not
  * "1500.0", which PX needs; a 16-digit fence, not the "1.7953298305222e+15"
  * that Lua 5.1 and LuaJIT make of it, which would merge neighbouring
- * fences). Others get the 17 significant digits that round-trip a double. */
+ * fences). Others get the fewest digits that read back as the same double. */
 static void client_number_arg(lua_State *L, int i) {
     char buf[64];
     int len;
@@ -143,10 +144,17 @@ static void client_number_arg(lua_State *L, int i) {
         lua_Number x = lua_tonumber(L, i);
         if (x != x || x == HUGE_VAL || x == -HUGE_VAL)
             luaL_argerror(L, i, "finite number expected");
-        if (floor(x) == x && fabs(x) < 9.2e18)
+        if (floor(x) == x && fabs(x) < 9.2e18) {
             len = snprintf(buf, sizeof buf, "%lld", (long long)x);
-        else
-            len = snprintf(buf, sizeof buf, "%.17g", (double)x);
+        } else {
+            /* the shortest of 15, 16, 17 digits that reads back the same:
+             * 0.1 goes as "0.1", not "0.10000000000000001" */
+            int digits;
+            for (digits = 15; digits <= 17; digits++) {
+                len = snprintf(buf, sizeof buf, "%.*g", digits, (double)x);
+                if (strtod(buf, NULL) == (double)x) break;
+            }
+        }
     }
     lua_pushlstring(L, buf, (size_t)len);
     lua_replace(L, i);

@@ -146,8 +146,14 @@ describe("locks", function()
     -- the same goes for any number a command is given
     assert(admin:command("SET", "n:" .. name, l2.fence))
     assert.equal(string.format("%.0f", l2.fence), admin:command("GET", "n:" .. name))
+    -- and the others with the fewest digits that read back the same
+    for _, x in ipairs({ 0.1, 1.1, -2.5, 1 / 3, 1e-7 }) do
+      assert(admin:command("SET", "f:" .. name, x))
+      local got = admin:command("GET", "f:" .. name)
+      assert.equal(x, tonumber(got))
+    end
     assert(admin:command("SET", "f:" .. name, 0.1))
-    assert.equal(0.1, tonumber(admin:command("GET", "f:" .. name)))
+    assert.equal("0.1", admin:command("GET", "f:" .. name))
   end)
 
   it("a fence counter that Redis lost starts above every fence handed out", function()

@@ -12,7 +12,9 @@ script, command, set_timeout, set_spin, watch, losses, fd, stats, close.
 - Connections: cosockets cannot outlive the request or timer that made them,
   so each call takes one from nginx's pool (AUTH and SELECT only on a new
   one) and puts it back after; a connection that failed or timed out is
-  closed instead, since a late reply may still be on its way.
+  closed instead, since a late reply may still be on its way. The pool is
+  our own per address, database and user (the password hashed into its
+  name), never shared with other code's connections to the same address.
 - Renewals: the native watchdog thread, on a C client that never opens its
   own connection (core.connect{lazy = true}); the thread connects itself and
   never touches the event loop or a Lua state.
@@ -69,11 +71,14 @@ function _M.new(cfg, native)
   if not redis then
     return nil, "transport 'cosocket' needs lua-resty-redis (resty.redis)"
   end
+  local id = table.concat({ where(cfg), cfg.db or 0, cfg.username or "",
+    cfg.password and ngx.md5(cfg.password) or "" }, "|")
   return setmetatable({
     _redis = redis,
     _cfg = cfg,
     _native = native,
     _where = where(cfg),
+    _pool = "redislock|" .. id,
     _connect_ms = ms(cfg.connect_timeout, 2),
     _timeout_ms = ms(cfg.timeout, 2),
     _closed = false,
@@ -94,7 +99,17 @@ local function to_strings(n, ...)
       if v ~= v or v == math.huge or v == -math.huge then
         error("bad argument #" .. i .. " (finite number expected)", 4)
       end
-      v = (v == math.floor(v)) and string.format("%.0f", v) or string.format("%.17g", v)
+      if v == math.floor(v) then
+        v = string.format("%.0f", v)
+      else
+        -- the fewest digits that read back the same: "0.1", not 0.10000000000000001
+        local s
+        for digits = 15, 17 do
+          s = string.format("%." .. digits .. "g", v)
+          if tonumber(s) == v then break end
+        end
+        v = s
+      end
     elseif t ~= "string" then
       error("bad argument #" .. i .. " (string or number expected, got " .. t .. ")", 4)
     end
@@ -119,21 +134,27 @@ function Transport:_lost(err)
 end
 
 -- A connection from the pool, authenticated and on the right database.
-function Transport:_get()
+-- timeout_ms: this call's command timeout, read before anything yields (the
+-- transport is shared by the requests of a worker).
+function Transport:_get(timeout_ms)
   local red = self._redis:new()
   red:set_timeout(self._connect_ms)
   local cfg = self._cfg
+  -- A pool of our own per address, database and user: nginx pools by
+  -- address alone by default, and a connection that other code left on
+  -- another database or user would put our keys there (two holders).
+  local opts = { pool = self._pool }
   local ok, err
   if cfg.path then
-    ok, err = red:connect("unix:" .. cfg.path)
+    ok, err = red:connect("unix:" .. cfg.path, opts)
   else
-    ok, err = red:connect(cfg.host or "127.0.0.1", cfg.port or 6379)
+    ok, err = red:connect(cfg.host or "127.0.0.1", cfg.port or 6379, opts)
   end
   if not ok then
     err = err == "timeout" and "timed out" or tostring(err)
     return nil, "connection failed: " .. err .. " (" .. self._where .. ")"
   end
-  red:set_timeout(self._timeout_ms)
+  red:set_timeout(timeout_ms)
   if (red:get_reused_times() or 0) == 0 then
     local setup = {}
     if cfg.password then
@@ -154,9 +175,13 @@ end
 
 -- Runs fn(red) on a pooled connection; the result as the native client's.
 function Transport:_call(fn)
-  local red, err = self:_get()
+  local red, err = self:_get(self._timeout_ms)
   if not red then return nil, err end
-  local res, rerr = fn(red)
+  local ok, res, rerr = pcall(fn, red)
+  if not ok then
+    red:close()
+    error(res, 0)
+  end
   if res == nil then
     red:close()
     return nil, self:_lost(rerr)

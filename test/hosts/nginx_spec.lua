@@ -2,9 +2,8 @@
 -- (LuaJIT), the core built for LuaJIT (build/luajit, `make testjit`).
 -- nginx loads the library in its master (init_by_lua) and forks a worker,
 -- as OpenResty does; the worker takes locks over HTTP requests and its
--- watchdog thread renews them. Blocking calls inside nginx stall the worker
--- for their duration: this transport is for short calls there (wait = 0),
--- until a cosocket transport exists.
+-- watchdog thread renews them. On the native transport a call blocks the
+-- worker for its duration; transport = "cosocket" yields to nginx instead.
 local helpers = require "spec.helpers"
 local core = require "redislock.core"
 local http = require "socket.http"
@@ -14,7 +13,7 @@ http.TIMEOUT = 10
 local ROOT = (helpers.sh("pwd"):gsub("%s+$", ""))
 local MODULES = "/usr/lib/nginx/modules"
 
-local function conf(dir, port, redis_url)
+local function conf(dir, port, redis_url, redis_port)
   return ([[
 daemon off;
 master_process on;
@@ -71,6 +70,18 @@ http {
         ngx.say("fence ", string.format("%%.0f", l.fence))
       }
     }
+    # other code in the worker leaves a pooled connection on another database
+    location /c/pollute {
+      content_by_lua_block {
+        local ok, redis = pcall(require, "resty.redis")
+        if not ok then redis = require "nginx.redis" end
+        local red = redis:new()
+        assert(red:connect("127.0.0.1", %d))
+        assert(red:select(5))
+        assert(red:set_keepalive(60000, 32))
+        ngx.say("ok")
+      }
+    }
     location /c/fenced_set {
       content_by_lua_block {
         local a = ngx.req.get_uri_args()
@@ -87,7 +98,7 @@ http {
     }
   }
 }
-]]):format(dir, dir, MODULES, MODULES, dir, dir, dir, dir, dir, ROOT, ROOT, redis_url, port)
+]]):format(dir, dir, MODULES, MODULES, dir, dir, dir, dir, dir, ROOT, ROOT, redis_url, port, redis_port)
 end
 
 describe("inside nginx (LuaJIT)", function()
@@ -112,7 +123,7 @@ describe("inside nginx (LuaJIT)", function()
     assert(os.execute("mkdir -p " .. helpers.quote(dir .. "/tmp")))
     local port = helpers.free_port()
     local f = assert(io.open(dir .. "/nginx.conf", "w"))
-    f:write(conf(dir, port, srv.url))
+    f:write(conf(dir, port, srv.url, srv.port))
     f:close()
     nginx = helpers.spawn("exec nginx -p " .. helpers.quote(dir) .. " -c " .. helpers.quote(dir .. "/nginx.conf")
       .. " -e " .. helpers.quote(dir .. "/error.log"))
@@ -188,6 +199,14 @@ describe("inside nginx (LuaJIT)", function()
           me:close()
         end)
     end
+
+    it("keeps a pool of its own: a connection other code left on another db is never used", function()
+      for _ = 1, 3 do assert.equal("ok", get("/c/pollute")) end
+      assert.matches("^fence", get("/c/acquire?name=pool&ttl=5"))
+      assert.equal(1, admin:command("EXISTS", "{pool}"))
+      assert.equal("true", get("/release?name=pool"))
+      assert.equal(0, admin:command("EXISTS", "{pool}"))
+    end)
 
     it("reports connection failures as the native transport does", function()
       local reply = get("/c/connect?url=" .. "redis://127.0.0.1:" .. helpers.free_port())
