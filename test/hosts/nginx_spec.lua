@@ -82,6 +82,23 @@ http {
         ngx.say("ok")
       }
     }
+    # a client per url: password, database, unix socket
+    location /c/acquire_url {
+      content_by_lua_block {
+        local a = ngx.req.get_uri_args()
+        BYURL = BYURL or {}
+        local c, err = BYURL[a.url]
+        if not c then
+          c, err = redislock.connect { url = a.url, transport = "cosocket" }
+          if not c then return ngx.say("failed ", err) end
+          BYURL[a.url] = c
+        end
+        local l
+        l, err = c:acquire(a.name, { ttl = 5 })
+        if not l then return ngx.say("failed ", err) end
+        ngx.say(tostring(l:release()))
+      }
+    }
     location /c/fenced_set {
       content_by_lua_block {
         local a = ngx.req.get_uri_args()
@@ -206,6 +223,26 @@ describe("inside nginx (LuaJIT)", function()
       assert.equal(1, admin:command("EXISTS", "{pool}"))
       assert.equal("true", get("/release?name=pool"))
       assert.equal(0, admin:command("EXISTS", "{pool}"))
+    end)
+
+    it("authenticates, selects the database and reaches a unix socket", function()
+      -- nginx's worker runs as an unprivileged user: let it reach the socket
+      local other = helpers.start_redis { unix = true, password = "s3cret", args = { "--unixsocketperm", "777" } }
+      assert(os.execute("chmod 755 " .. helpers.quote(other.dir)))
+      local watch = assert(core.connect { path = other.path, password = "s3cret", db = 2 })
+      local url = "unix://:s3cret@" .. other.path .. "?db=2"
+      local function esc(x) return (x:gsub("[^%w]", function(ch) return ("%%%02X"):format(ch:byte()) end)) end
+      assert(watch:command("SET", "{sock}", "someone"))  -- held in db 2: must be busy
+      assert.equal("failed busy", get("/c/acquire_url?name=sock&url=" .. esc(url)))
+      assert(watch:command("DEL", "{sock}"))
+      assert.equal("true", get("/c/acquire_url?name=sock&url=" .. esc(url)))
+      assert.equal("1", watch:command("GET", "{sock}:fence"):sub(1, 1))
+      -- a wrong password fails closed, and no message shows it
+      local reply = get("/c/acquire_url?name=sock&url=" .. esc("unix://:wrong-pw@" .. other.path))
+      assert.matches("^failed redis error: ", reply)
+      assert.is_nil(reply:find("wrong-pw", 1, true))
+      watch:close()
+      other:stop()
     end)
 
     it("reports connection failures as the native transport does", function()
