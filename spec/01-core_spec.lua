@@ -4,10 +4,7 @@ local helpers = require "spec.helpers"
 local core = require "redislock.core"
 
 local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return s
+  return assert(helpers.read_file(path), path)
 end
 
 describe("redislock.core", function()

@@ -19,11 +19,7 @@ describe("locks", function()
     srv:stop()
   end)
 
-  local n = 0
-  local function fresh(label)
-    n = n + 1
-    return (label or "lock") .. ":" .. n
-  end
+  local fresh = helpers.names("lock")
 
   it("two clients exclude each other", function()
     local name = fresh()

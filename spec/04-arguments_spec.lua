@@ -34,23 +34,18 @@ local function set(list)
 end
 
 describe("argument sweep", function()
-  local srv, client, n
+  local srv, client
+  local fresh = helpers.names("sweep")
 
   setup(function()
     srv = helpers.start_redis()
     client = assert(redislock.connect { url = srv.url })
-    n = 0
   end)
 
   teardown(function()
     client:close()
     srv:stop()
   end)
-
-  local function fresh()
-    n = n + 1
-    return "sweep:" .. n
-  end
 
   -- Each case: the function under test as call(value), which values must
   -- work, and whether the rest must raise (pure argument checks) or may also

@@ -13,12 +13,9 @@ local function fd_pending(fd)
   return tonumber(text:match("eventfd%-count:%s*(%x+)") or "0", 16) > 0
 end
 
+-- The file's text so far ("" before it exists).
 local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return "" end
-  local s = f:read("*a")
-  f:close()
-  return s
+  return helpers.read_file(path) or ""
 end
 
 -- Starts `redis-cli MONITOR` into a file; returns the process and the path.
@@ -44,11 +41,7 @@ describe("watchdog", function()
     srv:stop()
   end)
 
-  local n = 0
-  local function fresh(label)
-    n = n + 1
-    return (label or "wd") .. ":" .. n
-  end
+  local fresh = helpers.names("wd")
 
   it("keeps a 0.5 s lease alive for 10x its ttl", function()
     local c = assert(redislock.connect { url = srv.url })

@@ -82,6 +82,19 @@ local function read_file(path)
   return s
 end
 
+--- The whole file, binary; nil when it cannot be opened.
+M.read_file = read_file
+
+--- A maker of names no other test in the file uses: fresh() -> "LABEL:1",
+-- "LABEL:2", ...; fresh(other) takes another label for that one name.
+function M.names(label)
+  local n = 0
+  return function(other)
+    n = n + 1
+    return (other or label) .. ":" .. n
+  end
+end
+
 local function write_file(path, s)
   local f = assert(io.open(path, "wb"))
   assert(f:write(s))
