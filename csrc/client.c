@@ -160,6 +160,15 @@ static void client_number_arg(lua_State *L, int i) {
     lua_replace(L, i);
 }
 
+/* core.number_arg(x) -> the string a command argument x is sent as: the one
+ * rule, for transports that write their own requests (cosocket.lua). */
+int client_global_number_arg(lua_State *L) {
+    luaL_checknumber(L, 1);
+    lua_settop(L, 1);
+    client_number_arg(L, 1);
+    return 1;
+}
+
 /* Collects stack values first..top as binary-safe strings (numbers written
  * by client_number_arg). */
 static int client_args(lua_State *L, int first, const char **argv, size_t *lens, int max) {

@@ -9,5 +9,6 @@ void client_register(lua_State *L);
 
 /* core.connect(config) -> client | nil, err */
 int client_global_connect(lua_State *L);
+int client_global_number_arg(lua_State *L);
 
 #endif

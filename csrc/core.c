@@ -88,6 +88,7 @@ static void core_push_scripts(lua_State *L) {
 
 static const luaL_Reg core_functions[] = {
     {"connect", client_global_connect},
+    {"number_arg", client_global_number_arg},
     {"token", global_token},
     {"monotime", global_monotime},
     {"getpid", global_getpid},

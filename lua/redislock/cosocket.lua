@@ -18,8 +18,9 @@ script, command, set_timeout, set_spin, watch, losses, fd, stats, close.
 - Renewals: the native watchdog thread, on a C client that never opens its
   own connection (core.connect{lazy = true}); the thread connects itself and
   never touches the event loop or a Lua state.
-- Numbers are written with every digit: lua-resty-redis uses tostring, which
-  makes a 16-digit fence "1.7953298305222e+15" on LuaJIT.
+- Numbers are written by the core's rule (core.number_arg), every digit of
+  an integer: lua-resty-redis uses tostring, which makes a 16-digit fence
+  "1.7953298305222e+15" on LuaJIT.
 - Errors read as the native ones do: "connection failed: ...", "connection
   lost: timed out (...)", "redis error: ...". Passwords never appear.
 
@@ -99,17 +100,7 @@ local function to_strings(n, ...)
       if v ~= v or v == math.huge or v == -math.huge then
         error("bad argument #" .. i .. " (finite number expected)", 4)
       end
-      if v == math.floor(v) then
-        v = string.format("%.0f", v)
-      else
-        -- the fewest digits that read back the same: "0.1", not 0.10000000000000001
-        local s
-        for digits = 15, 17 do
-          s = string.format("%." .. digits .. "g", v)
-          if tonumber(s) == v then break end
-        end
-        v = s
-      end
+      v = core.number_arg(v)   -- the native transport's rule
     elseif t ~= "string" then
       error("bad argument #" .. i .. " (string or number expected, got " .. t .. ")", 4)
     end
