@@ -154,7 +154,7 @@ build/luajit/$(TARGET): $(SRCS) $(HDRS)
 
 # It also runs the library inside nginx with its Lua module (test/hosts/).
 testjit: test-deps
-	@tools/deps.sh libluajit2-5.1-dev luajit2 nginx-light libnginx-mod-http-lua lua-nginx-redis
+	@tools/deps.sh libluajit2-5.1-dev luajit2 nginx-light libnginx-mod-http-lua lua-nginx-redis curl
 	@$(MAKE) --no-print-directory build/luajit/$(TARGET)
 	@REDISLOCK_CPATH="./build/luajit/?.so" LUA=luajit BUSTED="$(BUSTED)" \
 	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS) test/hosts/nginx_spec.lua
