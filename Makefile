@@ -43,8 +43,10 @@ ALL_CFLAGS  = -std=c99 -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L \
 ALL_LDFLAGS = -shared $(LDFLAGS)
 LIBS        = $(HIREDIS_LIBS) -lpthread
 
-SRCS    = csrc/core.c csrc/client.c csrc/conn.c csrc/script.c csrc/token.c \
-          csrc/watch.c csrc/watchdog.c csrc/process.c
+SRCS    = csrc/core.c csrc/client.c csrc/watch.c csrc/process.c \
+          csrc/sock.c csrc/resolve.c csrc/resp.c csrc/conn.c csrc/script.c csrc/token.c \
+          csrc/watchdog.c csrc/wd_thread.c csrc/wd_link.c csrc/wd_sched.c \
+          csrc/wd_ids.c csrc/wd_heap.c csrc/wd_loss.c csrc/wd_fork.c
 HDRS    = $(wildcard csrc/*.h) build/scripts_gen.h
 SCRIPTS = $(sort $(wildcard lua/redislock/scripts/*.lua))
 LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lua))

@@ -11,6 +11,7 @@
  */
 #include "client.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "lauxlib.h"
 #include "compat.h"
 #include "conn.h"
+#include "deadline.h"
 #include "monotime.h"
 #include "script.h"
 #include "watch.h"
@@ -33,6 +35,7 @@
 typedef struct client_ud {
     conn *conn;   /* NULL once closed */
     wd *wd;       /* the watchdog, created at the first watched lock */
+    unsigned wd_addrs_gen;  /* conn->addrs_gen the watchdog was given */
 } client_ud;
 
 static client_ud *client_check(lua_State *L) {
@@ -80,14 +83,17 @@ static lua_Number client_opt_number(lua_State *L, int t, const char *key,
 }
 
 /* core.connect{host=, port=, path=, username=, password=, db=,
- *              connect_timeout=, timeout=, lazy=} -> client | nil, err
- * Timeouts are in seconds. Connects at once so that a wrong address or
- * password is reported here, not at the first lock; lazy = true does not
- * (a client that only hosts the watchdog, whose thread connects itself). */
+ *              connect_timeout=, timeout=, lazy=, probe=}
+ *   -> client | nil, err, kind
+ * Timeouts are in seconds. Connects and checks the server (AUTH, SELECT,
+ * PING) at once, all within connect_timeout, so that a wrong address or
+ * password, or a listener that does not answer, is reported here, not at
+ * the first lock; lazy = true does not (a client that only hosts the
+ * watchdog). probe = true also reads INFO memory (client:server_info). */
 int client_global_connect(lua_State *L) {
     conn_config cfg;
     client_ud *u;
-    int lazy;
+    int lazy, probe;
     luaL_checktype(L, 1, LUA_TTABLE);
     memset(&cfg, 0, sizeof cfg);
     cfg.host = (char *)client_opt_string(L, 1, "host");
@@ -101,26 +107,36 @@ int client_global_connect(lua_State *L) {
     if (cfg.host == NULL && cfg.path == NULL) cfg.host = (char *)"127.0.0.1";
     if (cfg.username != NULL && cfg.password == NULL)
         luaL_error(L, "bad config field 'username' (a password is required with it)");
+    if (cfg.path != NULL && cfg.path[0] == '\0')
+        luaL_error(L, "bad config field 'path' (non-empty string expected)");
+    if (cfg.host != NULL && cfg.host[0] == '\0')
+        luaL_error(L, "bad config field 'host' (non-empty string expected)");
     lua_getfield(L, 1, "lazy");
     lazy = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    lua_getfield(L, 1, "probe");
+    probe = lua_toboolean(L, -1);
     lua_pop(L, 1);
 
     /* Closed-state userdata first: if anything below raises, __gc is safe. */
     u = (client_ud *)lua_newuserdata(L, sizeof *u);
     u->conn = NULL;
     u->wd = NULL;
+    u->wd_addrs_gen = 0;
     luaL_getmetatable(L, CLIENT_MT);
     lua_setmetatable(L, -2);
 
     u->conn = conn_new(&cfg);
     if (u->conn == NULL) return luaL_error(L, "out of memory");
+    u->conn->probe = probe;
     if (lazy) return 1;  /* connects at its first command, if any */
     if (conn_ensure(u->conn) != 0) {
         lua_pushnil(L);
         lua_pushstring(L, u->conn->errstr);
+        lua_pushstring(L, conn_kind(u->conn->err));
         conn_free(u->conn);
         u->conn = NULL;
-        return 2;
+        return 3;
     }
     return 1;
 }
@@ -215,18 +231,22 @@ static void client_push_reply(lua_State *L, const redisReply *r, int depth) {
     }
 }
 
-/* Pushes the Lua result of a command: the reply, or nil + err. Frees r. */
+/* Pushes the Lua result of a command: the reply, or nil, err, kind (kind:
+ * "connection", "timeout", "redis", "memory": callers branch on it, never
+ * on the message's text). Frees r. */
 static int client_result(lua_State *L, client_ud *u, redisReply *r) {
     if (r == NULL) {
         lua_pushnil(L);
         lua_pushstring(L, u->conn->errstr);
-        return 2;
+        lua_pushstring(L, conn_kind(u->conn->err));
+        return 3;
     }
     if (r->type == REDIS_REPLY_ERROR) {
         lua_pushnil(L);
         lua_pushfstring(L, "redis error: %s", r->str ? r->str : "");
+        lua_pushliteral(L, "redis");
         freeReplyObject(r);
-        return 2;
+        return 3;
     }
     client_push_reply(L, r, 0);
     freeReplyObject(r);
@@ -266,11 +286,21 @@ static int meth_command(lua_State *L) {
 }
 
 /* The watchdog, made on first use with its own copy of the settings (its
- * own connection: a hiredis context is not thread-safe). */
-static wd *client_wd(lua_State *L, client_ud *u) {
+ * own connection: a connection is not thread-safe) and the addresses this
+ * thread resolved (the watchdog thread never resolves a name). NULL with a
+ * message in err. */
+static wd *client_wd(client_ud *u, char *err, size_t errlen) {
+    conn *c = u->conn;
+    if (c->addrs.n == 0 && conn_resolve(c, deadline_in_ms(c->cfg.connect_timeout_ms)) != 0) {
+        snprintf(err, errlen, "%s", c->errstr);
+        return NULL;
+    }
     if (u->wd == NULL) {
-        u->wd = wd_new(&u->conn->cfg);
-        if (u->wd == NULL) luaL_error(L, "out of memory");
+        u->wd = wd_new(&c->cfg, &c->addrs, err, errlen);
+        u->wd_addrs_gen = c->addrs_gen;
+    } else if (u->wd_addrs_gen != c->addrs_gen) {
+        wd_set_addrs(u->wd, &c->addrs);
+        u->wd_addrs_gen = c->addrs_gen;
     }
     return u->wd;
 }
@@ -286,14 +316,14 @@ static int meth_watch(lua_State *L) {
     lua_Number ttl = luaL_checknumber(L, 4);
     lua_Number end = luaL_checknumber(L, 5);
     lua_Number hold = luaL_optnumber(L, 6, 0);
-    char err[128];
+    char err[CONN_ERRSTR_LEN];
     uint64_t id;
     if (!(ttl >= 0.001 && ttl < 1e10)) return luaL_argerror(L, 4, "ttl out of range");
     if (!(end >= 0 && end < 1e12)) return luaL_argerror(L, 5, "lease end out of range");
     if (!(hold >= 0 && hold < 1e12)) return luaL_argerror(L, 6, "hold end out of range");
-    client_wd(L, u);
     watch_push_unbound(L);
-    if (wd_watch(u->wd, key, klen, token, toklen, (int64_t)(ttl * 1000 + 0.5),
+    if (client_wd(u, err, sizeof err) == NULL ||
+        wd_watch(u->wd, key, klen, token, toklen, (int64_t)(ttl * 1000 + 0.5),
                  (int64_t)(end * 1000), (int64_t)(hold * 1000), &id, err, sizeof err) != 0) {
         lua_pushnil(L);
         lua_pushstring(L, err);
@@ -322,10 +352,41 @@ static int meth_losses(lua_State *L) {
     return k > 0 ? 1 : 0;
 }
 
-/* client:fd() -> an fd that is readable while loss reports are pending. */
+/* client:fd() -> an fd that is readable while loss reports are pending,
+ * or nil, err when none could be made (then no lock can be watched either). */
 static int meth_fd(lua_State *L) {
     client_ud *u = client_check(L);
-    lua_pushinteger(L, wd_fd(client_wd(L, u)));
+    char err[CONN_ERRSTR_LEN];
+    int fd;
+    if (client_wd(u, err, sizeof err) == NULL) {
+        lua_pushnil(L);
+        lua_pushstring(L, err);
+        return 2;
+    }
+    fd = wd_fd(u->wd);
+    if (fd < 0) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "cannot make an eventfd: %s", strerror(errno));
+        return 2;
+    }
+    lua_pushinteger(L, fd);
+    return 1;
+}
+
+/* client:server_info() -> { maxmemory_policy = "noeviction" | nil,
+ *                            info_error = "NOPERM ..." | nil }
+ * What the connect's INFO memory said (probe = true). */
+static int meth_server_info(lua_State *L) {
+    client_ud *u = client_check(L);
+    lua_createtable(L, 0, 2);
+    if (u->conn->info.maxmemory_policy[0]) {
+        lua_pushstring(L, u->conn->info.maxmemory_policy);
+        lua_setfield(L, -2, "maxmemory_policy");
+    }
+    if (u->conn->info.info_error[0]) {
+        lua_pushstring(L, u->conn->info.info_error);
+        lua_setfield(L, -2, "info_error");
+    }
     return 1;
 }
 
@@ -417,6 +478,7 @@ static const luaL_Reg client_methods[] = {
     {"watch", meth_watch},
     {"losses", meth_losses},
     {"fd", meth_fd},
+    {"server_info", meth_server_info},
     {"stats", meth_stats},
     {"set_timeout", meth_set_timeout},
     {"set_spin", meth_set_spin},

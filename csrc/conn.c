@@ -1,26 +1,80 @@
 /*
- * conn.c: a hiredis connection that knows how to (re)build itself.
+ * conn.c: a connection that knows how to (re)build itself (see conn.h).
  *
  * hiredis' rule is that a context is dead after any I/O error; we follow it:
- * free it, remember why in errstr, and connect again on the next call. The
- * settings (timeouts, AUTH, SELECT, keepalive) are re-applied on every
- * connect, so a reconnected context is indistinguishable from the first one.
+ * close, remember why in errstr, connect again on the next call. The settings
+ * (AUTH, SELECT) are re-applied on every connect, so a reconnected conn is
+ * indistinguishable from the first one. Only hiredis' reply parser is used;
+ * the socket and the request bytes are ours.
  */
 #define _GNU_SOURCE
 #include "conn.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
+#include "deadline.h"
 #include "monotime.h"
+#include "resolve.h"
+
+enum { HS_AUTH = 1, HS_SELECT, HS_PING, HS_INFO };
+
+/* ---- fork: every conn, so a child can close what it inherited ---------- */
+
+static pthread_mutex_t conn_reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static conn *conn_reg_head;
+static pthread_once_t conn_fork_once = PTHREAD_ONCE_INIT;
+
+static void conn_fork_prepare(void) { pthread_mutex_lock(&conn_reg_mu); }
+static void conn_fork_parent(void) { pthread_mutex_unlock(&conn_reg_mu); }
+
+/* In the child: the sockets are the parent's connections. Speaking on them
+ * would interleave bytes with the parent; closing them later, at first use,
+ * could close an fd the child has reused by then. So close them now (close
+ * is async-signal-safe) and leave the rest of the cleanup to the next use. */
+static void conn_fork_child(void) {
+    conn *c;
+    for (c = conn_reg_head; c; c = c->reg_next) {
+        if (c->fd >= 0) close(c->fd);
+        c->fd = -1;
+        c->connecting = 0;
+    }
+    pthread_mutex_unlock(&conn_reg_mu);
+}
+
+static void conn_fork_register(void) {
+    pthread_atfork(conn_fork_prepare, conn_fork_parent, conn_fork_child);
+}
+
+void conn_fork_init(void) {
+    pthread_once(&conn_fork_once, conn_fork_register);
+}
+
+static void conn_reg_add(conn *c) {
+    conn_fork_init();
+    pthread_mutex_lock(&conn_reg_mu);
+    c->reg_prev = NULL;
+    c->reg_next = conn_reg_head;
+    if (conn_reg_head) conn_reg_head->reg_prev = c;
+    conn_reg_head = c;
+    pthread_mutex_unlock(&conn_reg_mu);
+}
+
+static void conn_reg_remove(conn *c) {
+    pthread_mutex_lock(&conn_reg_mu);
+    if (c->reg_prev) c->reg_prev->reg_next = c->reg_next;
+    else conn_reg_head = c->reg_next;
+    if (c->reg_next) c->reg_next->reg_prev = c->reg_prev;
+    pthread_mutex_unlock(&conn_reg_mu);
+}
+
+/* ---- config ---------------------------------------------------------------- */
 
 static char *conn_strdup(const char *s) {
     return s ? strdup(s) : NULL;
@@ -59,259 +113,436 @@ conn *conn_new(const conn_config *cfg) {
         free(c);
         return NULL;
     }
+    c->fd = -1;
+    c->may_resolve = 1;
+    conn_reg_add(c);
     return c;
 }
 
 void conn_free(conn *c) {
     if (c == NULL) return;
     conn_drop(c);
+    conn_reg_remove(c);
+    rbuf_free(&c->out);
     conn_config_free(&c->cfg);
     free(c);
+}
+
+void conn_set_addrs(conn *c, const sock_addrs *a) {
+    c->addrs = *a;
+    c->addrs_gen++;
 }
 
 void conn_describe(const conn *c, char *buf, size_t len) {
     if (c->cfg.path)
         snprintf(buf, len, "%s", c->cfg.path);
-    else if (strchr(c->cfg.host, ':'))
+    else if (c->cfg.host && strchr(c->cfg.host, ':'))
         snprintf(buf, len, "[%s]:%d", c->cfg.host, c->cfg.port);
-    else
+    else if (c->cfg.host)
         snprintf(buf, len, "%s:%d", c->cfg.host, c->cfg.port);
+    else
+        sock_describe(&c->addrs, 0, buf, len);
 }
+
+const char *conn_kind(int err) {
+    switch (err) {
+    case CONN_ETIMEOUT: return "timeout";
+    case CONN_EREDIS: return "redis";
+    case CONN_ENOMEM: return "memory";
+    default: return "connection";
+    }
+}
+
+/* ---- failure and teardown -------------------------------------------------- */
 
 void conn_drop(conn *c) {
-    /* In a forked child this closes only the child's copy of the fd: the
-     * parent's socket stays open, and hiredis sends nothing on free. */
-    if (c->ctx == NULL) return;
-    redisFree(c->ctx);
-    c->ctx = NULL;
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+    c->connecting = 0;
+    if (c->reader) redisReaderFree(c->reader);
+    c->reader = NULL;
+    c->out.len = 0;
+    c->out_off = 0;
+    c->sent_total = c->queued_total = 0;
+    c->hs_n = c->hs_next = 0;
 }
 
-static struct timeval conn_tv(long ms) {
-    struct timeval tv;
-    tv.tv_sec = ms / 1000;
-    tv.tv_usec = (ms % 1000) * 1000;
-    return tv;
-}
-
-/* Copies hiredis' reason for a failed context before it is freed. A timeout
- * reads as EAGAIN in hiredis 0.14; say "timed out" instead. */
-static void conn_fail(conn *c, const char *what) {
-    int saved_errno = errno;
+/* Records why, "connection <what>: <why> (<where>)", and closes. */
+static void conn_fail(conn *c, int err, const char *what, const char *why) {
     char where[160];
-    const char *why = "unknown error";
     conn_describe(c, where, sizeof where);
-    if (c->ctx) {
-        if (c->ctx->err == REDIS_ERR_IO && (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK))
-            why = "timed out";
-        else if (c->ctx->err == REDIS_ERR_EOF)
-            why = "closed by server";
-        else if (c->ctx->errstr[0])
-            why = c->ctx->errstr;
-    }
-    snprintf(c->errstr, sizeof c->errstr, "connection %s: %.60s (%.100s)", what, why, where);
+    c->err = err;
+    snprintf(c->errstr, sizeof c->errstr, "connection %.6s: %.80s (%.80s)", what, why, where);
     conn_drop(c);
 }
 
-/* Runs a setup command (AUTH, SELECT) right after connect. A redis error is
- * reported as such; its text never contains our arguments. */
-static int conn_setup(conn *c, int argc, const char **argv, const size_t *lens) {
-    redisReply *r = redisCommandArgv(c->ctx, argc, argv, lens);
-    if (r == NULL) {
-        conn_fail(c, "lost");
-        return -1;
-    }
-    if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(c->errstr, sizeof c->errstr, "redis error: %.*s", (int)r->len, r->str);
-        freeReplyObject(r);
-        conn_drop(c);
-        return -1;
-    }
-    freeReplyObject(r);
+static void conn_fail_errno(conn *c, const char *what, int e) {
+    if (e == ETIMEDOUT)
+        conn_fail(c, CONN_ETIMEOUT, what, "timed out");
+    else
+        conn_fail(c, CONN_ECONNECT, what, strerror(e));
+}
+
+void conn_fail_with(conn *c, int err, const char *what) {
+    conn_fail(c, err, what, err == CONN_ETIMEOUT ? "timed out" : "failed");
+}
+
+/* ---- the handshake ---------------------------------------------------------- */
+
+static int conn_queue(conn *c, int argc, const char **argv, const size_t *lens) {
+    size_t before = c->out.len;
+    if (resp_command(&c->out, argc, argv, lens) != 0) return -1;
+    c->queued_total += c->out.len - before;
     return 0;
 }
 
-static int conn_open(conn *c) {
-    struct timeval ctv = conn_tv(c->cfg.connect_timeout_ms);
-    if (c->cfg.path)
-        c->ctx = redisConnectUnixWithTimeout(c->cfg.path, ctv);
-    else
-        c->ctx = redisConnectWithTimeout(c->cfg.host, c->cfg.port, ctv);
-    c->pid = getpid();
-    if (c->ctx == NULL) {
-        snprintf(c->errstr, sizeof c->errstr, "connection failed: out of memory");
-        return -1;
-    }
-    if (c->ctx->err) {
-        conn_fail(c, "failed");
-        return -1;
-    }
-    /* hiredis 0.14 opens sockets without SOCK_CLOEXEC: a command started by
-     * `redislock run` would inherit an authenticated connection. */
-    fcntl(c->ctx->fd, F_SETFD, fcntl(c->ctx->fd, F_GETFD) | FD_CLOEXEC);
-    if (c->cfg.timeout_ms > 0 && redisSetTimeout(c->ctx, conn_tv(c->cfg.timeout_ms)) != REDIS_OK) {
-        conn_fail(c, "failed");
-        return -1;
-    }
-    /* Keepalive makes a silently vanished peer (NAT drop, pulled cable) an
-     * error instead of a socket that waits forever. Unix sockets need none. */
-    if (c->cfg.path == NULL) redisEnableKeepAlive(c->ctx);
+/* Queues AUTH, SELECT, PING (which proves the server answers and that we
+ * may use it: a missing password fails here with NOAUTH, within the connect
+ * deadline) and, for a probing conn, INFO memory. */
+static int conn_queue_handshake(conn *c) {
+    const char *argv[3];
+    size_t lens[3];
+    int argc;
+    c->hs_n = c->hs_next = 0;
     if (c->cfg.password) {
-        const char *argv[3];
-        size_t lens[3];
-        int argc = 0;
+        argc = 0;
         argv[argc] = "AUTH"; lens[argc++] = 4;
         if (c->cfg.username) {
             argv[argc] = c->cfg.username; lens[argc++] = strlen(c->cfg.username);
         }
         argv[argc] = c->cfg.password; lens[argc++] = strlen(c->cfg.password);
-        if (conn_setup(c, argc, argv, lens) != 0) return -1;
+        if (conn_queue(c, argc, argv, lens) != 0) return -1;
+        c->hs_kind[c->hs_n++] = HS_AUTH;
     }
     if (c->cfg.db > 0) {
-        char db[16];
-        const char *argv[2];
-        size_t lens[2];
-        snprintf(db, sizeof db, "%d", c->cfg.db);
+        char db[24];
+        int n = snprintf(db, sizeof db, "%d", c->cfg.db);
         argv[0] = "SELECT"; lens[0] = 6;
-        argv[1] = db; lens[1] = strlen(db);
-        if (conn_setup(c, 2, argv, lens) != 0) return -1;
+        argv[1] = db; lens[1] = (size_t)n;
+        if (conn_queue(c, 2, argv, lens) != 0) return -1;
+        c->hs_kind[c->hs_n++] = HS_SELECT;
     }
+    argv[0] = "PING"; lens[0] = 4;
+    if (conn_queue(c, 1, argv, lens) != 0) return -1;
+    c->hs_kind[c->hs_n++] = HS_PING;
+    if (c->probe) {
+        argv[0] = "INFO"; lens[0] = 4;
+        argv[1] = "memory"; lens[1] = 6;
+        if (conn_queue(c, 2, argv, lens) != 0) return -1;
+        c->hs_kind[c->hs_n++] = HS_INFO;
+    }
+    return 0;
+}
+
+/* INFO memory's maxmemory_policy, or why it could not be read (an ACL user
+ * without +info): not a reason to refuse the connection. */
+static void conn_read_info(conn *c, const redisReply *r) {
+    conn_info *in = &c->info;
+    memset(in, 0, sizeof *in);
+    if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(in->info_error, sizeof in->info_error, "%.*s", (int)r->len, r->str);
+    } else if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
+        const char *p = memmem(r->str, r->len, "maxmemory_policy:", 17);
+        if (p) {
+            size_t i = 0;
+            p += 17;
+            while (p + i < r->str + r->len && p[i] != '\r' && p[i] != '\n' &&
+                   i + 1 < sizeof in->maxmemory_policy) {
+                in->maxmemory_policy[i] = p[i];
+                i++;
+            }
+            in->maxmemory_policy[i] = '\0';
+        } else {
+            snprintf(in->info_error, sizeof in->info_error, "INFO memory has no maxmemory_policy");
+        }
+    }
+}
+
+/* ---- non-blocking steps ----------------------------------------------------- */
+
+static int conn_begin(conn *c) {
+    conn_drop(c);
+    c->pid = getpid();
+    c->reader = redisReaderCreate();
+    if (c->reader == NULL || conn_queue_handshake(c) != 0) {
+        conn_fail(c, CONN_ENOMEM, "failed", "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+int conn_start(conn *c) {
+    int in_progress;
+    if (c->cfg.path && c->addrs.n == 0 && sock_unix(c->cfg.path, &c->addrs) != 0) {
+        conn_fail_errno(c, "failed", errno);
+        return -1;
+    }
+    if (c->addrs.n == 0) {
+        conn_fail(c, CONN_ECONNECT, "failed", "no address known");
+        return -1;
+    }
+    if (conn_begin(c) != 0) return -1;
+    for (c->addr_i = 0; c->addr_i < c->addrs.n; c->addr_i++) {
+        c->fd = sock_connect_start(&c->addrs, c->addr_i, &in_progress);
+        if (c->fd >= 0) break;
+    }
+    if (c->fd < 0) {
+        conn_fail_errno(c, "failed", errno);
+        return -1;
+    }
+    c->connecting = in_progress;
+    return in_progress;
+}
+
+int conn_connect_done(conn *c) {
+    if (sock_connected(c->fd) == 0) {
+        c->connecting = 0;
+        return 0;
+    }
+    conn_fail_errno(c, "failed", errno);
+    return -1;
+}
+
+int conn_flush_some(conn *c) {
+    while (c->out_off < c->out.len) {
+        ssize_t n = sock_send(c->fd, c->out.p + c->out_off, c->out.len - c->out_off);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+            conn_fail_errno(c, "lost", errno);
+            return -1;
+        }
+        c->out_off += (size_t)n;
+        c->sent_total += (uint64_t)n;
+    }
+    c->out.len = c->out_off = 0;
+    return 1;
+}
+
+int conn_fill(conn *c) {
+    char buf[16384];
+    ssize_t n = sock_recv(c->fd, buf, sizeof buf);
+    if (n > 0) {
+        if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) {
+            conn_fail(c, CONN_ENOMEM, "lost", "out of memory");
+            return -1;
+        }
+        return 1;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (n == 0)
+        conn_fail(c, CONN_ELOST, c->hs_next < c->hs_n ? "failed" : "lost", "closed by server");
+    else
+        conn_fail_errno(c, c->hs_next < c->hs_n ? "failed" : "lost", errno);
+    return -1;
+}
+
+int conn_reply(conn *c, redisReply **out) {
+    for (;;) {
+        void *rep = NULL;
+        redisReply *r;
+        int kind;
+        if (redisReaderGetReply(c->reader, &rep) != REDIS_OK) {
+            conn_fail(c, CONN_ELOST, "lost", "protocol error");
+            return -1;
+        }
+        if (rep == NULL) return 0;
+        r = rep;
+        if (c->hs_next >= c->hs_n) {
+            *out = r;
+            return 1;
+        }
+        kind = c->hs_kind[c->hs_next++];
+        if (kind == HS_INFO) {
+            conn_read_info(c, r);
+        } else if (r->type == REDIS_REPLY_ERROR) {
+            /* Redis' own words; they never contain our arguments */
+            c->err = CONN_EREDIS;
+            snprintf(c->errstr, sizeof c->errstr, "redis error: %.*s",
+                     (int)(r->len < 160 ? r->len : 160), r->str);
+            freeReplyObject(r);
+            conn_drop(c);
+            return -1;
+        }
+        freeReplyObject(r);
+    }
+}
+
+int conn_unqueue(conn *c, uint64_t from, uint64_t to) {
+    size_t a, b;
+    if (from < c->sent_total || to > c->queued_total || from > to) return -1;
+    a = c->out_off + (size_t)(from - c->sent_total);
+    b = c->out_off + (size_t)(to - c->sent_total);
+    rbuf_cut(&c->out, a, b);
+    c->queued_total -= to - from;
+    return 0;
+}
+
+void conn_adopt_fd(conn *c, int fd) {
+    conn_drop(c);
+    c->reader = redisReaderCreate();
+    c->fd = fd;
+    c->pid = getpid();
+}
+
+/* ---- blocking use ------------------------------------------------------------ */
+
+int64_t conn_deadline(const conn *c) {
+    return deadline_in_ms(c->cfg.timeout_ms);
+}
+
+/* Sends everything queued before deadline. */
+static int conn_flush(conn *c, int64_t deadline, const char *what) {
+    for (;;) {
+        int r = conn_flush_some(c);
+        if (r != 0) return r == 1 ? 0 : -1;
+        r = sock_wait(c->fd, POLLOUT, deadline);
+        if (r == 0) {
+            conn_fail(c, CONN_ETIMEOUT, what, "timed out");
+            return -1;
+        }
+        if (r < 0) {
+            conn_fail_errno(c, what, errno);
+            return -1;
+        }
+    }
+}
+
+/*
+ * Spin-then-block: polls the socket without sleeping for up to c->spin_us
+ * before the usual blocking wait. A waiter whose wakeup (a BLPOP reply)
+ * comes within the spin sees it without the kernel having to wake a
+ * sleeping process on an idle CPU, which costs several round trips' time on
+ * a small VM. It costs this process's CPU for the spin, never Redis
+ * traffic. sched_yield lets anything runnable (the holder, Redis) go first
+ * on a busy machine. The spin counts against the command's deadline.
+ */
+static void conn_spin(conn *c, int64_t deadline) {
+    struct pollfd p;
+    int64_t end = deadline_min(monotime_us() + c->spin_us, deadline);
+    p.fd = c->fd;
+    p.events = POLLIN;
+    for (;;) {
+        int n = poll(&p, 1, 0);
+        if (n != 0 && !(n < 0 && errno == EINTR)) return;  /* a reply, or an error to read */
+        if (monotime_us() >= end) return;
+        sched_yield();
+    }
+}
+
+/* Reads the next reply before deadline. */
+static redisReply *conn_wait_reply(conn *c, int64_t deadline, const char *what) {
+    int spun = c->spin_us <= 0;
+    for (;;) {
+        redisReply *r = NULL;
+        int k = conn_reply(c, &r);
+        if (k == 1) return r;
+        if (k < 0) return NULL;
+        if (!spun) {
+            conn_spin(c, deadline);
+            spun = 1;
+        } else {
+            k = sock_wait(c->fd, POLLIN, deadline);
+            if (k == 0) {
+                conn_fail(c, CONN_ETIMEOUT, what, "timed out");
+                return NULL;
+            }
+            if (k < 0) {
+                conn_fail_errno(c, what, errno);
+                return NULL;
+            }
+        }
+        if (conn_fill(c) < 0) return NULL;
+    }
+}
+
+int conn_resolve(conn *c, int64_t deadline) {
+    char err[160];
+    sock_addrs a;
+    if (c->cfg.path) {
+        if (sock_unix(c->cfg.path, &a) != 0) {
+            conn_fail_errno(c, "failed", errno);
+            return -1;
+        }
+    } else if (!c->may_resolve) {
+        return 0;  /* addrs as set */
+    } else if (resolve_host(c->cfg.host, c->cfg.port, deadline, &a, err, sizeof err) != 0) {
+        conn_fail(c, strstr(err, "timed out") ? CONN_ETIMEOUT : CONN_ECONNECT, "failed", err);
+        return -1;
+    }
+    conn_set_addrs(c, &a);
     return 0;
 }
 
 int conn_ensure(conn *c) {
-    if (c->ctx != NULL && c->pid != getpid()) conn_drop(c);
-    if (c->ctx != NULL) return 0;
-    return conn_open(c);
-}
-
-/*
- * hiredis writes with write(2), so a server that went away turns our next
- * write into SIGPIPE, whose default action kills the host process (a Lua
- * interpreter, an nginx worker). A library must not change the host's signal
- * dispositions, so instead we block SIGPIPE in this thread around our I/O and
- * swallow one that we caused: the write then fails with EPIPE, which hiredis
- * reports as an I/O error. A SIGPIPE already pending before us is left alone.
- */
-typedef struct conn_sigpipe {
-    sigset_t old_mask;
-    int was_pending;
-} conn_sigpipe;
-
-static void conn_sigpipe_block(conn_sigpipe *g) {
-    sigset_t pipe_set, pending;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    sigpending(&pending);
-    g->was_pending = sigismember(&pending, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &g->old_mask);
-}
-
-static void conn_sigpipe_restore(conn_sigpipe *g) {
-    sigset_t pipe_set, pending;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    if (!g->was_pending) {
-        sigpending(&pending);
-        if (sigismember(&pending, SIGPIPE)) {
-            struct timespec zero = {0, 0};
-            while (sigtimedwait(&pipe_set, NULL, &zero) == -1 && errno == EINTR) {}
+    int64_t deadline;
+    if (c->fd >= 0 && c->pid != getpid()) conn_drop(c);
+    if (c->fd >= 0 && !c->connecting && c->hs_next >= c->hs_n) return 0;
+    deadline = deadline_in_ms(c->cfg.connect_timeout_ms);
+    if (conn_resolve(c, deadline) != 0) return -1;
+    if (c->addrs.n == 0) {
+        conn_fail(c, CONN_ECONNECT, "failed", "no address known");
+        return -1;
+    }
+    if (conn_begin(c) != 0) return -1;
+    c->fd = sock_connect(&c->addrs, deadline);
+    if (c->fd < 0) {
+        conn_fail_errno(c, "failed", errno);
+        return -1;
+    }
+    if (conn_flush(c, deadline, "failed") != 0) return -1;
+    while (c->hs_next < c->hs_n) {
+        int k;
+        redisReply *r = NULL;
+        k = conn_reply(c, &r);
+        if (k < 0) return -1;
+        if (k == 1) {  /* cannot happen: nothing but the handshake was sent */
+            freeReplyObject(r);
+            conn_fail(c, CONN_ELOST, "failed", "protocol error");
+            return -1;
         }
+        if (c->hs_next >= c->hs_n) break;
+        k = sock_wait(c->fd, POLLIN, deadline);
+        if (k == 0) {
+            conn_fail(c, CONN_ETIMEOUT, "failed", "timed out");
+            return -1;
+        }
+        if (k < 0) {
+            conn_fail_errno(c, "failed", errno);
+            return -1;
+        }
+        if (conn_fill(c) < 0) return -1;
     }
-    pthread_sigmask(SIG_SETMASK, &g->old_mask, NULL);
+    c->err = CONN_OK;
+    return 0;
 }
 
-/*
- * Spin-then-block: sends the command, then polls the socket without sleeping
- * for up to c->spin_us before the usual blocking read. A waiter whose wakeup
- * (a BLPOP reply) comes within the spin sees it without the kernel having to
- * wake a sleeping process on an idle CPU, which costs several round trips'
- * time on a small VM. It costs this process's CPU for the spin, never Redis
- * traffic: the one command is sent once. sched_yield lets anything runnable
- * (the holder, Redis) go first on a busy machine. The command's timeout still
- * counts from the send: the blocking read gets only what the spin left.
- */
-static int conn_spin(conn *c) {
-    struct pollfd p;
-    int64_t start = monotime_us(), end = start + c->spin_us;
-    long timeout_ms = c->cfg.timeout_ms;
-    int done = 0;
-    while (!done)
-        if (redisBufferWrite(c->ctx, &done) != REDIS_OK) return 0;  /* the read reports it */
-    if (timeout_ms > 0 && end > start + (int64_t)timeout_ms * 1000)
-        end = start + (int64_t)timeout_ms * 1000;
-    p.fd = c->ctx->fd;
-    p.events = POLLIN;
-    for (;;) {
-        int n = poll(&p, 1, 0);
-        if (n > 0 || (n < 0 && errno != EINTR)) return 0;  /* a reply, or an error to read */
-        if (monotime_us() >= end) break;
-        sched_yield();
-    }
-    if (timeout_ms > 0) {
-        /* Left for the blocking read: the timeout minus the spin, at least
-         * 1 ms (a zero timeval would mean no timeout at all). */
-        long left_ms = timeout_ms - (long)((monotime_us() - start) / 1000);
-        redisSetTimeout(c->ctx, conn_tv(left_ms > 1 ? left_ms : 1));
-        return 1;
+int conn_append(conn *c, int argc, const char **argv, const size_t *lens) {
+    if (conn_queue(c, argc, argv, lens) != 0) {
+        conn_fail(c, CONN_ENOMEM, "lost", "out of memory");
+        return -1;
     }
     return 0;
 }
 
+redisReply *conn_read(conn *c, int64_t deadline) {
+    if (c->fd < 0) return NULL;
+    if (c->out_off < c->out.len && conn_flush(c, deadline, "lost") != 0) return NULL;
+    return conn_wait_reply(c, deadline, "lost");
+}
+
 redisReply *conn_command(conn *c, int argc, const char **argv, const size_t *lens) {
-    void *r = NULL;
-    conn_sigpipe g;
-    conn_sigpipe_block(&g);  /* connecting writes too (AUTH, SELECT) */
-    if (conn_ensure(c) == 0) {
-        if (redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK) {
-            conn_fail(c, "lost");
-        } else {
-            int shortened = c->spin_us > 0 && conn_spin(c);
-            if (redisGetReply(c->ctx, &r) != REDIS_OK) {
-                conn_fail(c, "lost");
-                r = NULL;
-            } else if (shortened) {
-                redisSetTimeout(c->ctx, conn_tv(c->cfg.timeout_ms));
-            }
-        }
-    }
-    conn_sigpipe_restore(&g);
-    return r;
+    int64_t deadline;
+    if (conn_ensure(c) != 0) return NULL;
+    deadline = conn_deadline(c);
+    if (conn_append(c, argc, argv, lens) != 0) return NULL;
+    return conn_read(c, deadline);
 }
 
 void conn_set_spin(conn *c, long spin_us) {
     c->spin_us = spin_us > 0 ? spin_us : 0;
 }
 
-int conn_append(conn *c, int argc, const char **argv, const size_t *lens) {
-    conn_sigpipe g;
-    int rc;
-    conn_sigpipe_block(&g);
-    rc = conn_ensure(c);
-    conn_sigpipe_restore(&g);
-    if (rc != 0) return -1;
-    if (redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK) {
-        conn_fail(c, "lost");
-        return -1;
-    }
-    return 0;
-}
-
-redisReply *conn_read(conn *c) {
-    void *r = NULL;
-    conn_sigpipe g;
-    if (c->ctx == NULL) return NULL;
-    conn_sigpipe_block(&g);  /* the first read flushes the appended commands */
-    if (redisGetReply(c->ctx, &r) != REDIS_OK) {
-        conn_fail(c, "lost");
-        r = NULL;
-    }
-    conn_sigpipe_restore(&g);
-    return r;
-}
-
 void conn_set_timeouts(conn *c, long connect_ms, long command_ms) {
     c->cfg.connect_timeout_ms = connect_ms;
     c->cfg.timeout_ms = command_ms;
-    /* A zero timeval means no timeout at all, as for a fresh socket. */
-    if (c->ctx != NULL) redisSetTimeout(c->ctx, conn_tv(command_ms));
 }

@@ -1,17 +1,44 @@
 /*
- * conn.h: one hiredis connection with its settings, reconnecting lazily.
- * No Lua here: the watchdog thread uses the same code on its own connection.
+ * conn.h: one connection to one Redis node, on a socket of our own with
+ * hiredis' reply parser. No Lua here.
  *
- * Not thread-safe (hiredis contexts are not): one conn per thread.
+ * Every exchange runs against one deadline (deadline.h): connect_timeout
+ * bounds name resolution, connect and the handshake (AUTH, SELECT, PING)
+ * together; timeout bounds a command from its send to its whole reply,
+ * however slowly the bytes come. After any failure the connection is dead
+ * (hiredis' rule): it is closed, the reason kept in errstr, and the next use
+ * connects again.
+ *
+ * Two ways to drive it: blocking calls for the Lua side (conn_command,
+ * conn_append + conn_read), and non-blocking steps for the watchdog's event
+ * loop (conn_start, conn_flush_some, conn_fill, conn_reply).
+ *
+ * Not thread-safe: one conn per thread. After fork() the child closes every
+ * inherited conn's socket at once (pthread_atfork), so a child never speaks
+ * on its parent's connection and never closes an fd that is no longer ours.
  */
 #ifndef REDISLOCK_CONN_H
 #define REDISLOCK_CONN_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <hiredis.h>
 
-#define CONN_ERRSTR_LEN 192
+#include "resp.h"
+#include "sock.h"
+
+#define CONN_ERRSTR_LEN 200
+
+/* What kind of failure the last one was (conn_kind names it for Lua). */
+enum conn_err {
+    CONN_OK = 0,
+    CONN_ECONNECT,   /* could not connect: refused, unreachable, no such name */
+    CONN_ETIMEOUT,   /* the deadline passed (connecting or waiting for a reply) */
+    CONN_ELOST,      /* closed, reset or garbled in the middle of an exchange */
+    CONN_EREDIS,     /* the server refused the handshake (AUTH, SELECT, PING) */
+    CONN_ENOMEM
+};
 
 typedef struct conn_config {
     char *host;              /* TCP host, or NULL when path is set */
@@ -20,17 +47,38 @@ typedef struct conn_config {
     char *username;          /* ACL user, or NULL for the default user */
     char *password;          /* NULL: no AUTH. Never copied into a message. */
     int db;                  /* SELECT after connect when > 0 */
-    long connect_timeout_ms;
-    long timeout_ms;         /* per command; 0 = block forever */
+    long connect_timeout_ms; /* resolve + connect + handshake, in total */
+    long timeout_ms;         /* one command, send to whole reply; 0: none */
 } conn_config;
+
+/* What the handshake learned of the server (conn_new's probe = 1). */
+typedef struct conn_info {
+    char maxmemory_policy[40];   /* "" when unknown */
+    char info_error[96];         /* why it is unknown (e.g. NOPERM), or "" */
+} conn_info;
 
 typedef struct conn {
     conn_config cfg;
-    redisContext *ctx;       /* NULL while disconnected */
-    pid_t pid;               /* process that opened ctx: a forked child reconnects */
-    long spin_us;            /* conn_command polls for its reply this long
-                                before sleeping in read(2); 0: never */
+    int may_resolve;         /* 0: never resolve a name, use addrs as set */
+    int probe;               /* the handshake also reads INFO memory */
+    sock_addrs addrs;        /* the endpoint's addresses (n == 0: unknown) */
+    unsigned addrs_gen;      /* grows each time addrs is set anew */
+    int fd;                  /* -1 while disconnected */
+    int connecting;          /* non-blocking connect under way (conn_start) */
+    int addr_i;              /* the address being tried */
+    pid_t pid;               /* the process that opened fd */
+    redisReader *reader;
+    rbuf out;                /* queued requests; out.p[out_off..] unsent */
+    size_t out_off;
+    uint64_t sent_total;     /* bytes handed to the kernel since connect */
+    uint64_t queued_total;   /* bytes queued since connect */
+    unsigned char hs_kind[4];/* the handshake's replies, in order */
+    int hs_n, hs_next;       /* how many; the next one to read */
+    long spin_us;            /* conn_read polls this long before sleeping */
+    conn_info info;
+    int err;                 /* enum conn_err of the last failure */
     char errstr[CONN_ERRSTR_LEN];
+    struct conn *reg_prev, *reg_next;  /* all conns, for fork */
 } conn;
 
 /* Deep copy of a config (strings duplicated). 0, or -1 when out of memory. */
@@ -42,32 +90,71 @@ void conn_config_free(conn_config *cfg);
 conn *conn_new(const conn_config *cfg);
 void conn_free(conn *c);
 
-/* Connects now if not connected (or if the process forked since). 0 on
- * success; -1 with c->errstr set ("connection ..." or "redis error ..."). */
+/* Registers conn.c's fork handlers now (conn_new does it too); for code
+ * whose own handlers must be registered after these. */
+void conn_fork_init(void);
+
+/* Sets the addresses to connect to (for conns that may not resolve). */
+void conn_set_addrs(conn *c, const sock_addrs *a);
+
+/* ---- blocking use (the Lua side) ---------------------------------------- */
+
+/* Resolves the endpoint now (when this conn may) before deadline: 0, or -1
+ * with errstr. conn_ensure does it on every connect. */
+int conn_resolve(conn *c, int64_t deadline);
+
+/* Connects and completes the handshake now if not connected (or if the
+ * process forked since), all within connect_timeout. 0, or -1 with errstr
+ * ("connection failed: ..." or "redis error: ..."). */
 int conn_ensure(conn *c);
 
-/* Drops the context after an I/O error: the next call reconnects. */
-void conn_drop(conn *c);
-
-/* Sends one command and reads its reply, binary safe. Returns the reply (the
- * caller frees it, an error reply included) or NULL after a connection
- * failure, with errstr set and the context dropped. Never retries: the
- * command may have run, and only the caller knows whether repeating is safe. */
+/* Sends one command and reads its reply within timeout, binary safe.
+ * Returns the reply (the caller frees it, an error reply included) or NULL
+ * after a failure, with err/errstr set and the connection closed. Never
+ * retries: the command may have run, and only the caller knows whether
+ * repeating is safe. */
 redisReply *conn_command(conn *c, int argc, const char **argv, const size_t *lens);
 
-/* Spin-then-block for conn_command (0 turns it off; see conn.c). */
-void conn_set_spin(conn *c, long spin_us);
-
-/* Pipelining: append commands, then read their replies in order. Same error
- * rules as conn_command; after a failure the remaining replies are lost. */
+/* Pipelining: conn_ensure, queue commands, then read their replies in order
+ * against one deadline (conn_deadline: now + timeout). Same error rules. */
 int conn_append(conn *c, int argc, const char **argv, const size_t *lens);
-redisReply *conn_read(conn *c);
+redisReply *conn_read(conn *c, int64_t deadline);
+int64_t conn_deadline(const conn *c);
 
-/* Changes the timeouts, for the live context too: the watchdog bounds each
- * round trip by the leases it is renewing. */
+/* Spin-then-block for conn_read (0 turns it off; see conn.c). */
+void conn_set_spin(conn *c, long spin_us);
 void conn_set_timeouts(conn *c, long connect_ms, long command_ms);
+
+/* ---- non-blocking steps (the watchdog's event loop) -------------------- */
+
+/* Starts connecting. The handshake is queued at once, so requests can be
+ * queued behind it. 1: wait for POLLOUT, then conn_connect_done; 0:
+ * connected; -1: failed (errstr). Never resolves a name: set addrs. */
+int conn_start(conn *c);
+int conn_connect_done(conn *c);
+/* Sends what is queued without blocking: 1 all sent, 0 more to send, -1 failed. */
+int conn_flush_some(conn *c);
+/* Reads what the kernel has without blocking: 1 read some, 0 nothing yet, -1 failed. */
+int conn_fill(conn *c);
+/* The next reply to a queued request, handshake replies consumed (and
+ * checked) on the way: 1 with *r set, 0 none complete yet, -1 failed. */
+int conn_reply(conn *c, redisReply **r);
+/* Removes the queued bytes [from, to) (stream offsets, see queued_total)
+ * if none of them was sent yet: 0 removed, -1 already (partly) sent. */
+int conn_unqueue(conn *c, uint64_t from, uint64_t to);
+/* Records a failure found by the caller (e.g. a timeout) and closes. */
+void conn_fail_with(conn *c, int err, const char *what);
+
+/* Closes the socket: the next use reconnects. */
+void conn_drop(conn *c);
+
+/* Takes over a connected socket (tests, the fuzzer): no handshake. */
+void conn_adopt_fd(conn *c, int fd);
 
 /* "127.0.0.1:6379" or "/tmp/redis.sock", for messages. */
 void conn_describe(const conn *c, char *buf, size_t len);
+
+/* "connection", "timeout", "redis", "memory" for enum conn_err. */
+const char *conn_kind(int err);
 
 #endif

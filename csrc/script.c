@@ -72,14 +72,3 @@ redisReply *script_call(conn *c, const script_def *s, int nargs,
     argc = script_argv(s, 1, nargs, args, lens, nkeys, argv, argvlen);
     return conn_command(c, argc, argv, argvlen);
 }
-
-int script_append(conn *c, const script_def *s, int use_eval, int nargs,
-                  const char **args, const size_t *lens) {
-    const char *argv[SCRIPT_MAX_ARGS + 3];
-    size_t argvlen[SCRIPT_MAX_ARGS + 3];
-    char nkeys[16];
-    int argc;
-    if (nargs > SCRIPT_MAX_ARGS) return -1;
-    argc = script_argv(s, use_eval, nargs, args, lens, nkeys, argv, argvlen);
-    return conn_append(c, argc, argv, argvlen);
-}

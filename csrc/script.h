@@ -29,12 +29,6 @@ const script_def *script_at(size_t i);
 redisReply *script_call(conn *c, const script_def *s, int nargs,
                         const char **args, const size_t *lens);
 
-/* For pipelines: queue s as EVALSHA (use_eval = 0) or EVAL (use_eval = 1).
- * The caller reads the reply with conn_read and, on NOSCRIPT, queues again
- * with use_eval = 1. */
-int script_append(conn *c, const script_def *s, int use_eval, int nargs,
-                  const char **args, const size_t *lens);
-
 /* Is r Redis' NOSCRIPT error? */
 int script_is_noscript(const redisReply *r);
 

@@ -79,8 +79,9 @@ static int meth_id(lua_State *L) {
     return 1;
 }
 
-/* watch:unwatch(): stop renewing. Idempotent; also __gc. Waits for a renewal
- * of this lock that is on the wire, so none follows the call. */
+/* watch:unwatch(): stop renewing. Idempotent; also __gc. Never waits: no
+ * renewal of this lock is queued after the call, one not yet begun to be
+ * written is taken back (see wd_unwatch). */
 static int meth_unwatch(lua_State *L) {
     watch_ud *u = watch_check(L);
     if (u->w != NULL) {

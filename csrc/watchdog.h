@@ -2,7 +2,7 @@
  * watchdog.h: one background thread per client that renews held leases and
  * notices when one is lost. No Lua here: the thread never sees a lua_State
  * and never uses the Lua allocator; everything it shares with the Lua side
- * is plain C under one mutex.
+ * is plain C under one mutex, and no call below waits for the network.
  */
 #ifndef REDISLOCK_WATCHDOG_H
 #define REDISLOCK_WATCHDOG_H
@@ -18,7 +18,7 @@ typedef struct wd wd;
 enum wd_state {
     WD_HELD = 0,
     WD_NOT_HELD,      /* Redis said the key is gone or someone else's */
-    WD_UNREACHABLE,   /* renewals failed until the lease ran out */
+    WD_UNREACHABLE,   /* renewals went unanswered until the lease ran out */
     WD_EXPIRED,       /* the lease ran out before a renewal was sent (paused process) */
     WD_MAX_HOLD,      /* held for max_hold: renewals stopped on purpose */
     WD_FORKED,        /* this process is a fork of the holder */
@@ -27,50 +27,61 @@ enum wd_state {
 };
 
 typedef struct wd_stats {
-    uint64_t renewals;       /* extend scripts sent */
-    uint64_t round_trips;    /* pipelines sent (one read phase each) */
+    uint64_t renewals;       /* extend scripts queued */
+    uint64_t round_trips;    /* passes that queued renewals (one pipeline each) */
     uint64_t failures;       /* renewals that got no usable answer */
     uint64_t lost[WD_STATE_COUNT]; /* losses reported, by state */
     uint64_t watched;        /* locks registered now */
-    uint64_t last_batch;     /* locks in the most recent pipeline */
+    uint64_t last_batch;     /* renewals in the most recent pass */
 } wd_stats;
 
-/* A watchdog for the endpoint in cfg (copied). The thread starts lazily at
- * the first watched lock. NULL when out of memory. Reference count 1. */
-wd *wd_new(const conn_config *cfg);
+/* A watchdog for the endpoint in cfg (copied) at the addresses the caller
+ * resolved (the thread never resolves a name). The thread starts at the
+ * first watched lock. NULL with a message in errbuf (no memory, no fd for
+ * its eventfds). Reference count 1. */
+wd *wd_new(const conn_config *cfg, const sock_addrs *addrs, char *errbuf, size_t errlen);
 void wd_retain(wd *w);
 /* Drops a reference; the last one stops and joins the thread and frees all. */
 void wd_release(wd *w);
 
-/* Stops renewing (client closed): joins the thread; entries keep their
- * state, and anything still held becomes WD_STOPPED once its lease ends. */
+/* The endpoint's addresses changed (the Lua side resolved it again). */
+void wd_set_addrs(wd *w, const sock_addrs *addrs);
+
+/* Stops renewing (client closed): wakes and joins the thread at once;
+ * entries keep their state, and anything still held becomes WD_STOPPED
+ * once its lease ends. */
 void wd_stop(wd *w);
 
 /* Registers a held lock: key/token as stored, ttl_ms the lease to renew to,
  * lease_end_ms the monotonic time until which the lease is surely ours,
- * hold_until_ms 0 or the monotonic time after which renewals stop. Returns 0
- * and the id, or -1 (no memory, thread could not start, stopped) with a
- * message in errbuf. */
+ * hold_until_ms 0 or the monotonic time after which renewals stop.
+ * If the watchdog has no connection yet, one is made and checked now
+ * (within connect_timeout), so a lock is only handed out with a working
+ * renewal path. Returns 0 and the id, or -1 with a message in errbuf. */
 int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t toklen,
              int64_t ttl_ms, int64_t lease_end_ms, int64_t hold_until_ms,
              uint64_t *id, char *errbuf, size_t errlen);
 
-/* Unregisters a lock. Returns only when no renewal of it is in flight, so
- * nothing for this lock reaches Redis after the call. No network I/O. */
+/* Unregisters a lock. Never waits: no renewal of it is queued after the
+ * call, and one queued but not yet begun to be written is taken back; one
+ * already (partly) written completes on its own (a compare-and-expire on
+ * our token, so it can never touch another holder's key). No network I/O. */
 void wd_unwatch(wd *w, uint64_t id);
 
 /* The lock's state, judged now; *lease_end_ms gets its lease end. */
 int wd_status(wd *w, uint64_t id, int64_t *lease_end_ms);
 
 /* The Lua side extended the lease itself with an extend sent at sent_ms:
- * adopt the new ttl and lease end (the earlier end if a renewal raced it). */
+ * adopt the new ttl and lease end (the earlier end if a renewal raced it,
+ * and then renew at once to settle which PEXPIRE Redis ran last). */
 void wd_renewed(wd *w, uint64_t id, int64_t ttl_ms, int64_t lease_end_ms, int64_t sent_ms);
 
 /* Moves up to max pending loss reports into ids/states; returns how many.
  * Also drains the notification fd. */
 int wd_take_losses(wd *w, uint64_t *ids, int *states, int max);
 
-/* An fd that becomes readable when a loss is pending (eventfd). */
+/* An fd that becomes readable when a loss is pending (eventfd), or -1 with
+ * errno when none could be made (after a fork, fd exhaustion). */
 int wd_fd(wd *w);
 
 void wd_get_stats(wd *w, wd_stats *out);

@@ -6,7 +6,7 @@
  * Lua values (client_push_reply, client_result) and the client userdata
  * layout (client_ud) are static in client.c. Including the .c file makes them
  * reachable from this translation unit without changing the core. The other
- * csrc files (core.c conn.c script.c token.c watch.c watchdog.c process.c)
+ * csrc files
  * are compiled and linked next to it as usual (fuzz/Makefile); they need
  * build/scripts_gen.h, which the top-level `make` generates. Names in this
  * file start with fz_ so they never clash with client.c's statics.
@@ -20,7 +20,7 @@
  *   'T' + bytes   a redisReply tree built directly from the bytes (deeper
  *                 than hiredis' reader allows, unknown reply types), then
  *                 the same conversion and check.
- *   'C' + ops     a client userdata whose hiredis context is one end of a
+ *   'C' + ops     a client userdata whose connection is one end of a
  *                 socketpair; the other end holds the rest of the input as
  *                 the "server's" answer (then EOF). Runs conn:command and
  *                 conn:script (EVALSHA, EVAL after NOSCRIPT) through Lua.
@@ -41,7 +41,8 @@
  *
  * Every lua_pcall may fail; the contract checked here is the library's:
  * errors are strings, nil is followed by a string whose first word is
- * "connection" or "redis", a closed client raises, url errors start with
+ * "connection" or "redis" (and a kind: connection, timeout, redis or
+ * memory), a closed client raises, url errors start with
  * "redislock:". A violation aborts (libFuzzer records the input).
  */
 #define _GNU_SOURCE
@@ -194,9 +195,10 @@ static void fz_result(lua_State *L, redisReply *r) {
     st = lua_pcall(L, 2, LUA_MULTRET, 0);
     nres = lua_gettop(L) - top;
     if (st == LUA_OK && is_error) {
-        if (nres != 2 || !lua_isnil(L, top + 1) || lua_type(L, top + 2) != LUA_TSTRING ||
-            strncmp(lua_tostring(L, top + 2), "redis error: ", 13) != 0)
-            fz_fail("reply", "an error reply does not give nil, \"redis error: ...\"");
+        if (nres != 3 || !lua_isnil(L, top + 1) || lua_type(L, top + 2) != LUA_TSTRING ||
+            strncmp(lua_tostring(L, top + 2), "redis error: ", 13) != 0 ||
+            lua_type(L, top + 3) != LUA_TSTRING || strcmp(lua_tostring(L, top + 3), "redis") != 0)
+            fz_fail("reply", "an error reply does not give nil, \"redis error: ...\", \"redis\"");
     } else if (st == LUA_OK && nres != 1) {
         fz_fail("reply", "a reply does not give one value");
     }
@@ -280,6 +282,7 @@ static void fz_push_pair_client(lua_State *L, const char *server, size_t n) {
     u = (client_ud *)lua_newuserdata(L, sizeof *u);
     u->conn = NULL;
     u->wd = NULL;
+    u->wd_addrs_gen = 0;
     luaL_getmetatable(L, CLIENT_MT);
     lua_setmetatable(L, -2);
     memset(&cfg, 0, sizeof cfg);
@@ -295,16 +298,7 @@ static void fz_push_pair_client(lua_State *L, const char *server, size_t n) {
     if (n > 0 && write(sv[1], server, n) < 0) { /* a partial answer is fine too */ }
     shutdown(sv[1], SHUT_WR);
     fz_peers[fz_npeers++] = sv[1];
-    u->conn->ctx = redisConnectFd(sv[0]);
-    if (u->conn->ctx == NULL) {
-        close(sv[0]);
-        return;
-    }
-    u->conn->pid = getpid();
-    {
-        struct timeval tv = {0, 200000};
-        redisSetTimeout(u->conn->ctx, tv);
-    }
+    conn_adopt_fd(u->conn, sv[0]);
 }
 
 /* Pushes a client userdata that is already closed. */
@@ -549,6 +543,13 @@ static void fz_call(lua_State *L, int nargs, int flags) {
             if ((flags & FZ_WORLD) && strncmp(err, "connection ", 11) != 0 &&
                 strncmp(err, "redis error", 11) != 0)
                 fz_fail(fz_what, err);
+            /* a third value, when given, is the error's kind */
+            if ((flags & FZ_WORLD) && nres >= 3 && lua_type(L, base + 3) == LUA_TSTRING) {
+                const char *kind = lua_tostring(L, base + 3);
+                if (strcmp(kind, "connection") != 0 && strcmp(kind, "timeout") != 0 &&
+                    strcmp(kind, "redis") != 0 && strcmp(kind, "memory") != 0)
+                    fz_fail(fz_what, kind);
+            }
         } else if ((flags & FZ_NEVER_OK) && nres >= 1) {
             fz_fail(fz_what, "core.connect to 127.0.0.1:1 succeeded");
         }

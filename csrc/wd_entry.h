@@ -1,0 +1,37 @@
+/* wd_entry.h: one lock the watchdog renews. No Lua here.
+ * Every field is read and written under its watchdog's mutex. */
+#ifndef REDISLOCK_WD_ENTRY_H
+#define REDISLOCK_WD_ENTRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define WD_TOKEN_MAX 64
+
+typedef struct wd_entry {
+    uint64_t id;
+    char *key;
+    size_t klen;
+    char token[WD_TOKEN_MAX];
+    size_t toklen;
+    int64_t ttl_ms;         /* the lease each renewal asks for */
+    int64_t next_at;        /* monotonic ms of the next renewal */
+    int64_t slack;          /* may be renewed this much early, to share a
+                               round trip: half its renewal interval */
+    int64_t lease_end;      /* monotonic ms until which the lease is surely ours */
+    int64_t hold_until;     /* 0, or when max_hold stops renewals */
+    pid_t pid;              /* the process that registered it */
+    int state;              /* WD_HELD or the reason it was lost */
+    int failing;            /* the last renewal got no usable answer */
+    int queued;             /* a renewal of it waits for its reply */
+    int64_t flight_end;     /* the lease end that renewal gives if it succeeds */
+    int orphaned;           /* unwatched while queued: freed once the
+                               renewal is answered or its link dropped */
+    int raced;              /* the Lua side extended it while queued */
+    int64_t last_done;      /* when the last renewal answer was applied */
+    int link;               /* which of the watchdog's links renews it */
+    int heap_pos;           /* index in the heap, -1 when not scheduled */
+} wd_entry;
+
+#endif

@@ -1,0 +1,100 @@
+/*
+ * wd_internal.h: the watchdog's shared state, for its own files only
+ * (watchdog.c the API, wd_sched.c what happens to an entry, wd_link.c the
+ * connections, wd_thread.c the thread, wd_fork.c fork). No Lua here.
+ *
+ * One mutex guards everything below. The thread holds it except while it
+ * sleeps in poll(2); every socket is non-blocking, so holding it never waits
+ * on the network, and the Lua side's calls (acquire, release, held) never
+ * wait for a slow or stalled Redis.
+ */
+#ifndef REDISLOCK_WD_INTERNAL_H
+#define REDISLOCK_WD_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "conn.h"
+#include "watchdog.h"
+#include "wd_entry.h"
+#include "wd_heap.h"
+#include "wd_ids.h"
+#include "wd_loss.h"
+
+#define WD_RETRY_MIN_MS 10      /* a failed renewal is retried after ttl/10, at least this */
+
+/* A renewal sent on a link and not yet answered. */
+typedef struct wd_req {
+    wd_entry *e;
+    int64_t ttl_ms;         /* the lease it asked for */
+    int64_t sent_at;        /* ms, when it was queued: the lease counts from here */
+    uint64_t from, to;      /* its bytes in the link's stream (conn offsets) */
+    int eval;               /* sent as EVAL, after a NOSCRIPT */
+} wd_req;
+
+/* The watchdog's connection to one node, with its requests in order. */
+typedef struct wd_link {
+    conn *c;                /* may_resolve = 0: the thread never resolves */
+    wd_req *q;              /* ring: oldest at head */
+    uint32_t head, n, cap;
+    int64_t since;          /* ms: when the current connect began */
+    short revents;          /* what the last poll saw */
+} wd_link;
+
+struct wd {
+    pthread_mutex_t mu;
+    pthread_t thread;
+    int running;            /* a thread exists in this process */
+    int stopping;
+    int stopped;            /* wd_stop called: never start again */
+    int refs;
+    pid_t pid;              /* process the thread runs in */
+    int inherited;          /* forked: the eventfds were the parent's */
+    int wake_fd;            /* eventfd: ends the thread's poll */
+    int64_t wake_at;        /* when the thread's poll ends by itself: 0 while
+                               it is awake, INT64_MAX when only wake_fd ends
+                               it. A lock due no earlier needs no wakeup. */
+
+    conn_config cfg;        /* the endpoint and its settings */
+    sock_addrs addrs;       /* resolved by the Lua side */
+    wd_link *links;
+    int nlinks;
+
+    wd_idmap ids;           /* id -> entry, for the Lua side's calls */
+    wd_heap heap;           /* renewals by time */
+    wd_losses losses;       /* reports for the Lua side */
+    uint32_t nentries;      /* entries alive, orphans awaiting an answer included */
+    wd_stats stats;
+
+    struct wd *next_wd;     /* the registry of all watchdogs, for fork */
+};
+
+/* wd_sched.c: with w->mu held. */
+void wd_mark_lost(wd *w, wd_entry *e, int state);
+void wd_entry_free(wd *w, wd_entry *e);
+void wd_collect(wd *w, int64_t now);
+void wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now);
+void wd_apply_failure(wd *w, wd_entry *e, int64_t now);
+int64_t wd_retry_at(const wd_entry *e, int64_t now);
+
+/* wd_link.c: with w->mu held; never blocks. */
+int wd_link_reserve(wd_link *l, uint32_t total);
+int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int eval, int64_t sent_at);
+void wd_link_unqueue(wd_link *l, wd_entry *e);
+void wd_link_pump(wd *w, wd_link *l, int64_t now);
+void wd_link_expire(wd *w, wd_link *l, int64_t now);
+void wd_link_drop(wd *w, wd_link *l, int64_t now);
+int64_t wd_link_next_deadline(const wd *w, const wd_link *l);
+short wd_link_events(const wd_link *l);
+void wd_link_free(wd_link *l);
+
+/* wd_thread.c */
+int wd_thread_start(wd *w, char *errbuf, size_t errlen);   /* with w->mu held */
+void wd_wake(wd *w);                                         /* with w->mu held */
+
+/* wd_fork.c */
+void wd_fork_register(wd *w);
+void wd_fork_unregister(wd *w);
+void wd_adopt_after_fork(wd *w);                             /* with w->mu held */
+
+#endif
