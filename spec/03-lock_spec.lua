@@ -1,6 +1,7 @@
 -- The lock primitives as a user sees them, against a real redis-server.
 local helpers = require "spec.helpers"
 local redislock = require "redislock"
+local keys = require "redislock.keys"
 
 describe("locks", function()
   local srv, a, b, admin
@@ -114,19 +115,23 @@ describe("locks", function()
       last = l.fence
       l:release()
     end
-    -- Another name has its own counter: taking it does not move this one.
-    local other = assert(a:acquire(fresh(), { ttl = 5 }))
-    other:release()
-    local again = assert(a:acquire(name, { ttl = 5 }))
-    assert.equal(last + 1, again.fence)
-    again:release()
+    -- A counter ahead of the clock grows by exactly one per grant.
+    local ahead = last + 1e9
+    admin:command("SET", "{" .. name .. "}:fence", string.format("%.0f", ahead))
+    local l = assert(a:acquire(name, { ttl = 5 }))
+    assert.equal(ahead + 1, l.fence)
+    l:release()
   end)
 
-  -- Fences are seeded from the server clock in microseconds: 16 digits.
-  -- Lua 5.1 and LuaJIT turn such a number into "1.7953298305222e+15" (14
+  -- Fences are at least the server clock in microseconds: 16 digits. Lua
+  -- 5.1 and LuaJIT turn such a number into "1.7953298305222e+15" (14
   -- digits) by default, which would make neighbouring fences equal.
   it("fenced writes compare every digit of a 16-digit fence, on every Lua", function()
     local name = fresh()
+    local l0 = assert(a:acquire(name, { ttl = 5 }))
+    l0:release()
+    -- a counter ahead of the clock: the next two fences are neighbours
+    admin:command("SET", "{" .. name .. "}:fence", string.format("%.0f", l0.fence + 1e9))
     local l1 = assert(a:acquire(name, { ttl = 5 }))
     l1:release()
     local l2 = assert(b:acquire(name, { ttl = 5 }))
@@ -138,7 +143,7 @@ describe("locks", function()
     assert.same({ nil, "stale" }, { a:fenced_set(res, "old", l1.fence) })
     assert.same({ nil, "stale" }, { a:fenced_get(res, l1.fence) })
     assert.equal("new", a:fenced_get(res, l2.fence))
-    assert.equal(string.format("%.0f", l2.fence), admin:command("GET", "{" .. res .. "}:resource:fence"))
+    assert.equal(string.format("%.0f", l2.fence), admin:command("HGET", "{" .. res .. "}:resource", "fence"))
     -- the same goes for any number a command is given
     assert(admin:command("SET", "n:" .. name, l2.fence))
     assert.equal(string.format("%.0f", l2.fence), admin:command("GET", "n:" .. name))
@@ -304,11 +309,14 @@ describe("locks", function()
     }
     admin:command("SET", "canary", "alive")
     for _, name in ipairs(names) do
+      -- braces inside a name are escaped, so that the whole name is the
+      -- hash tag (one Cluster slot for all of its keys)
+      local key = "{" .. keys.tag(name) .. "}"
       local l = assert(a:acquire(name, { ttl = 5 }))
-      assert.equal(l.token, admin:command("GET", "{" .. name .. "}"))
+      assert.equal(l.token, admin:command("GET", key))
       assert.equal("busy", select(2, b:acquire(name)))
       assert.is_true(l:release())
-      assert.equal(0, admin:command("EXISTS", "{" .. name .. "}"))
+      assert.equal(0, admin:command("EXISTS", key))
     end
     assert.equal("alive", admin:command("GET", "canary"))
   end)

@@ -349,11 +349,11 @@ describe("watchdog", function()
       for i = 1, 60 do
         local name = fresh("race")
         names[i] = name
-        local l = assert(c:acquire(name, { ttl = 0.03 }))  -- renewed every 10 ms
+        local l = assert(c:acquire(name, { ttl = 0.06 }))  -- renewed every 20 ms
         helpers.sleep((i % 7) * 0.003)
         assert(l:release())
       end
-      helpers.sleep(0.1) -- 3x the ttl
+      helpers.sleep(0.2) -- 3x the ttl
       mon:kill("TERM")
       mon:wait(5)
       for _, name in ipairs(names) do

@@ -247,10 +247,10 @@ describe("waiting", function()
     local name = "own-conn"
     local p = holder(name, 0.5)
     -- a coroutine cannot interleave a blocking call, so check the layout:
-    -- after a wait, the client has a separate waiter connection
+    -- after a wait, the client's channel has a separate wait connection
     local l = assert(client:acquire(name, { ttl = 5, wait = 5 }))
-    assert.is_truthy(client._waiter)
-    assert.are_not.equal(client._waiter, client._conn)
+    assert.is_truthy(client._conn._wait)
+    assert.are_not.equal(client._conn._wait, client._conn._main)
     l:release()
     assert.equal(0, p:wait(5))
   end)

@@ -4,8 +4,8 @@ redislock.cosocket: the transport for nginx with its Lua module (OpenResty).
 Behind redislock.connect{..., transport = "cosocket"}. Every command goes
 through lua-resty-redis on an nginx cosocket, so a call that waits (a BLPOP
 for a release, a round trip) yields to the event loop instead of blocking the
-worker. It offers the methods lua/redislock.lua uses on a native connection:
-script, command, set_timeout, set_spin, watch, losses, fd, stats, close.
+worker. open(cfg) returns a channel (redislock.channel's contract, the same
+the native transport implements).
 
 - Scripts: the very text and SHA1 the C core embeds (core.scripts), EVALSHA
   first and EVAL on NOSCRIPT, as the native transport does.
@@ -214,9 +214,34 @@ function Transport:set_timeout(seconds)
   self._timeout_ms = ms(seconds)
 end
 
---- No spinning here: a cosocket wait costs the worker nothing, and nginx
--- wakes it when the reply comes.
-function Transport.set_spin() end
+--- BLPOP key for up to `seconds`, on a pooled connection of its own (see
+-- redislock.channel). No spinning here: a cosocket wait costs the worker
+-- nothing, and nginx wakes it when the reply comes.
+function Transport:block(key, seconds, exact)
+  self:_check()
+  local waiter = self._waiter
+  if not waiter then
+    waiter = assert(_M.new(self._cfg))
+    self._waiter = waiter
+  end
+  waiter:set_timeout(seconds + (exact and 0.005 or 0.25))
+  local r, err = waiter:command("BLPOP", key, string.format("%.3f", seconds))
+  if r == nil then
+    return nil, err, err:find("timed out", 1, true) and "timeout" or
+      (err:find("^redis error") and "redis" or "connection")
+  end
+  return r and r[2] or false
+end
+
+function Transport.sleep(_, seconds) ngx.sleep(seconds) end
+
+--- What INFO memory says (the eviction check), like the native probe.
+function Transport:server_info()
+  local r, err = self:command("INFO", "memory")
+  if not r then return { info_error = err } end
+  local policy = r:match("maxmemory_policy:([%w%-]+)")
+  return { maxmemory_policy = policy, info_error = not policy and "no maxmemory_policy" or nil }
+end
 
 -- The watchdog side lives on the native client.
 function Transport:watch(...) self:_check() return self._native:watch(...) end
@@ -230,6 +255,29 @@ function Transport:close()
     if self._native then self._native:close() end
   end
   return true
+end
+
+--- The channel for `cfg`: the main cosocket transport over a native C
+-- client that only hosts the watchdog (core.connect{lazy = true}: it never
+-- opens a connection of its own; the thread connects itself). Checked at
+-- once with a PING, as the native transport's connect is.
+function _M.open(cfg)
+  local lazy = {}
+  for k, v in pairs(cfg) do lazy[k] = v end
+  lazy.lazy = true
+  local native = core.connect(lazy)
+  local conn, err = _M.new(cfg, native)
+  if not conn then
+    native:close()
+    return nil, err, "connection"
+  end
+  local pong
+  pong, err = conn:command("PING")
+  if not pong then
+    conn:close()
+    return nil, err, err:find("^redis error") and "redis" or "connection"
+  end
+  return conn
 end
 
 function Transport:closed() return self._closed end

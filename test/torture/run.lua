@@ -284,7 +284,7 @@ end
 
 local lost_fenced, stale_accepted, lost_control = 0, 0, 0
 for _, name in ipairs(FENCED_NAMES) do
-  local final = tonumber(store_conn:command("GET", "{res:" .. name .. "}:resource") or 0) or 0
+  local final = tonumber(store_conn:command("HGET", "{res:" .. name .. "}:resource", "value") or 0) or 0
   lost_fenced = lost_fenced + (acked.fenced[name] or 0) - final
   local list = versions[name] or {}
   table.sort(list, function(a, b) return a[1] < b[1] end)

@@ -12,22 +12,27 @@
 -- ARGV[3] how long in ms the waiter keeps its place without trying again,
 -- ARGV[4] the lease in ms a release hands over with the lock (short, so a
 -- waiter that died in line blocks the name only briefly; the new holder's
--- watchdog renews it to the full lease at once)
+-- watchdog renews it to the full lease at once), ARGV[5] fence_ttl in ms
 -- Returns {1, fence} when taken now, {1, fence, pttl} when a release handed
 -- it to us since our last attempt (pttl: what remains of that lease),
 -- {0, pttl} otherwise (pttl -2: the lock
 -- is free but someone is ahead in line).
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
--- The fence counter starts at the server's clock in microseconds when it is
--- created, and grows by one per grant: if Redis loses it (a restart without
--- persistence), the new counter starts above every fence handed out before,
--- unless the server's clock went back.
+-- A fence is max(last fence + 1, the server's clock in microseconds), and
+-- the counter keeps it for fence_ttl ms (ARGV[5]), refreshed by every grant. So
+-- fences order grants even across a failover to a replica that lacks the
+-- latest counter, a restart without persistence, or the counter's expiry:
+-- the next fence is at least the new server's clock, above every fence
+-- handed out before as long as the servers' clocks agree to within the
+-- time between those grants (a fence runs ahead of the clock only when
+-- grants come faster than one per microsecond, which a script cannot).
 local function next_fence(key)
-  if redis.call('EXISTS', key) == 0 then
-    local t = redis.call('TIME')
-    redis.call('SET', key, string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2])))
-  end
-  return redis.call('INCR', key)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local f = tonumber(redis.call('GET', key) or '0') + 1
+  if f < now then f = now end
+  redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[5])
+  return f
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

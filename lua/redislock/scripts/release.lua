@@ -10,19 +10,24 @@
 -- KEYS[4] fair queue, KEYS[5] its deadlines, KEYS[6] its leases,
 -- KEYS[7] fence counter
 -- (a fair waiter's own list is KEYS[3] .. ':' .. token: same hash tag)
--- ARGV[1] owner token
+-- ARGV[1] owner token, ARGV[2] fence_ttl in ms (for a hand-over's fence)
 -- Returns 1 when deleted, 0 when the key is gone or belongs to someone else.
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
--- The fence counter starts at the server's clock in microseconds when it is
--- created, and grows by one per grant: if Redis loses it (a restart without
--- persistence), the new counter starts above every fence handed out before,
--- unless the server's clock went back.
+-- A fence is max(last fence + 1, the server's clock in microseconds), and
+-- the counter keeps it for fence_ttl ms (ARGV[2]), refreshed by every grant. So
+-- fences order grants even across a failover to a replica that lacks the
+-- latest counter, a restart without persistence, or the counter's expiry:
+-- the next fence is at least the new server's clock, above every fence
+-- handed out before as long as the servers' clocks agree to within the
+-- time between those grants (a fence runs ahead of the clock only when
+-- grants come faster than one per microsecond, which a script cannot).
 local function next_fence(key)
-  if redis.call('EXISTS', key) == 0 then
-    local t = redis.call('TIME')
-    redis.call('SET', key, string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2])))
-  end
-  return redis.call('INCR', key)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local f = tonumber(redis.call('GET', key) or '0') + 1
+  if f < now then f = now end
+  redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[2])
+  return f
 end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0

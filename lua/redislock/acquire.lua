@@ -1,0 +1,223 @@
+--- redislock.acquire: taking a lock, and waiting for it (Client methods).
+--
+-- Policy only: every Redis step is one embedded script sent through the
+-- client's channel (redislock.channel), so the same logic serves every
+-- transport. A waiter blocks until the holder's release leaves a wakeup, or
+-- until the holder's lease would end, whichever is first; or, with
+-- notify = false, sleeps with backoff and full jitter; or, with
+-- fair = true, queues in Redis and is handed the lock in arrival order.
+
+local core = require "redislock.core"
+local checks = require "redislock.checks"
+local backoff = require "redislock.backoff"
+local lockmod = require "redislock.lock"
+checks.own(debug.getinfo(1, "S").source)
+
+local monotime = core.monotime
+local ttl_ms = lockmod.ttl_ms
+local lease_end = lockmod.lease_end
+local check_number, check_type = checks.check_number, checks.check_type
+
+local MAX_SPIN = 1                -- seconds of busy-polling per wait, at most
+local DEFAULT_TTL = 30
+
+-- Fair waiters try again at least this often (seconds), which keeps their
+-- place in line; one that stops trying loses its place after FAIR_KEEP.
+local FAIR_HEARTBEAT = 1
+local FAIR_KEEP_MS = 2500
+-- The lease a release hands over with the lock to a fair waiter: short, so
+-- one that died in line blocks the name only this long; the new holder's
+-- watchdog renews it to the full ttl at once.
+local FAIR_GRANT_MS = 3000
+
+-- The lease (ms) a release hands to a fair waiter asking for ttl seconds:
+-- what acquire_fair records for the release and what the waiter counts on.
+local function fair_grant_ms(ttl)
+  return math.min(ttl_ms(ttl), FAIR_GRANT_MS)
+end
+
+local OPTIONS = {
+  ttl = true, wait = true, watchdog = true, on_lost = true, max_hold = true,
+  notify = true, fair = true, spin = true,
+}
+
+-- Checks acquire's options once; returns the settings the loop uses.
+local function settings(fname, name, opts)
+  checks.check_name(fname, name)
+  opts = checks.check_options(fname, opts, OPTIONS)
+  local ttl = opts.ttl == nil and DEFAULT_TTL or opts.ttl
+  lockmod.check_ttl(fname, ttl)
+  local wait = opts.wait == nil and 0 or opts.wait
+  check_number(fname, "wait", wait, 0, lockmod.MAX_TTL, true)
+  check_type(fname, "watchdog", opts.watchdog, "boolean", true)
+  checks.check_callable(fname, "on_lost", opts.on_lost, true)
+  check_type(fname, "notify", opts.notify, "boolean", true)
+  check_type(fname, "fair", opts.fair, "boolean", true)
+  local spin = opts.spin == nil and 0 or opts.spin
+  check_number(fname, "spin", spin, 0, MAX_SPIN)
+  local max_hold = opts.max_hold
+  if max_hold ~= nil then check_number(fname, "max_hold", max_hold, lockmod.MIN_TTL, lockmod.MAX_TTL) end
+  return opts, ttl, wait, spin, max_hold
+end
+
+return function(Client)
+
+  -- Blocks until a release leaves a wakeup in `signal`, or `seconds` pass.
+  -- Returns true and the wakeup (nil when timed out); nil, err when the wait
+  -- connection failed (the caller falls back to sleeping). exact: `seconds`
+  -- ends at the caller's deadline (see channel:block).
+  function Client:_wait_release(signal, seconds, exact, spin)
+    local r, err, kind = self._conn:block(signal, seconds, exact, spin)
+    if r == nil and kind ~= "timeout" then return nil, err end
+    return true, r or nil
+  end
+
+  function Client:_release_keys(keys, token)
+    return self._conn:script("release", keys.lock, keys.waiters, keys.signal, keys.queue,
+      keys.deadlines, keys.leases, keys.fence, token, self._fence_ttl_ms)
+  end
+
+  -- Turns a grant into a held lock: checks the lease is still running (the
+  -- reply may have come so late that it is over: handing it out would let
+  -- the caller act without a lock, etcd #11456) and registers the watchdog.
+  -- t0: when the request that led to the grant was sent; lease: seconds the
+  -- grant runs from then; ttl: what the lock is renewed to.
+  function Client:_grant(name, keys, token, fence, t0, lease, ttl, opts, max_hold)
+    local expires = lease_end(t0, lease)
+    if monotime() >= expires then
+      self:_release_keys(keys, token)
+      return nil, "connection too slow: the grant came after its lease ended"
+    end
+    local lock = lockmod.new(self, name, keys, token, fence, ttl, expires, opts.on_lost)
+    if opts.watchdog == false then
+      if lease < ttl then
+        -- handed over with a short lease: bring it to the asked ttl now
+        local ok, err = lock:extend(ttl)
+        if not ok then return nil, err == "not held" and "timeout" or err end
+      end
+      return lock
+    end
+    local watch, werr = self._conn:watch(keys.lock, token, ttl, expires, max_hold and t0 + max_hold)
+    if not watch then
+      -- No watchdog, no lock: the caller asked for a lease that lives as
+      -- long as it does, and we cannot promise that.
+      self:_release_keys(keys, token)
+      return nil, "watchdog failed: " .. werr
+    end
+    lock._watch = watch
+    self._locks[watch:id()] = lock
+    return lock
+  end
+
+  -- One attempt, sent at t0. Returns the lock; or nil, err, holder_ms.
+  function Client:_try(name, keys, token, ttl, mode, opts, max_hold, t0)
+    local ch = self._conn
+    local r, err
+    if mode == "fair" then
+      r, err = ch:script("acquire_fair", keys.lock, keys.fence, keys.queue, keys.deadlines,
+        keys.leases, keys.signal .. ":" .. token, token, ttl_ms(ttl), FAIR_KEEP_MS,
+        fair_grant_ms(ttl), self._fence_ttl_ms)
+    else
+      r, err = ch:script("acquire", keys.lock, keys.fence, keys.waiters, token,
+        ttl_ms(ttl), mode == "notify" and "1" or "0", self._fence_ttl_ms)
+    end
+    if not r then return nil, err end
+    if r[1] ~= 1 then return nil, "busy", r[2] end
+    -- r[3]: handed to us earlier, with this much of its lease left
+    local lease = r[3] and r[3] / 1000 or ttl
+    return self:_grant(name, keys, token, r[2], t0, lease, ttl, opts, max_hold)
+  end
+
+  --- Takes the lock `name`, waiting up to opts.wait seconds for it.
+  -- syntax: lock, err = client:acquire(name, {ttl=30, wait=0, watchdog=true,
+  --           on_lost=fn, max_hold=nil, notify=true, fair=false, spin=0})
+  -- err: "busy" (tried once), "timeout" (waited), or a connection/redis error.
+  function Client:acquire(name, opts)
+    return self:_acquire("acquire", name, opts)
+  end
+
+  -- acquire, with argument errors naming `fname` (acquire or with_lock).
+  function Client:_acquire(fname, name, opts)
+    local ttl, wait, spin, max_hold
+    opts, ttl, wait, spin, max_hold = settings(fname, name, opts)
+    self:_open()
+    self:poll()
+
+    local keys = self._keys_of(name)
+    -- One token for the whole call: it is also a fair waiter's place in line.
+    local token = assert(core.token())
+    local mode = opts.fair and wait > 0 and "fair"
+      or (wait > 0 and opts.notify ~= false) and "notify" or "poll"
+    local signal = mode == "fair" and keys.signal .. ":" .. token or keys.signal
+    local deadline = monotime() + wait
+    local attempt = 0
+    local lock, err, holder_ms
+    while true do
+      local t_try = monotime()
+      lock, err, holder_ms = self:_try(name, keys, token, ttl, mode, opts, max_hold, t_try)
+      if lock or wait == 0 then break end
+      local now = monotime()
+      if now >= deadline then
+        if err == "busy" then err = "timeout" end
+        break
+      end
+      attempt = attempt + 1
+      -- holder_ms is the holder's remaining lease: never wait past it. 0: it
+      -- ends within a millisecond; -2: the key is gone (free, or, for a fair
+      -- waiter, free for someone ahead in line); -1: no lease at all (not one
+      -- of ours), so only its release can end the wait.
+      local limit = deadline - now
+      if holder_ms and holder_ms > 0 then limit = math.min(limit, holder_ms / 1000) end
+      if mode == "fair" then limit = math.min(limit, FAIR_HEARTBEAT) end
+      -- one BLPOP at most an hour: a huge `wait` just loops
+      limit = math.min(limit, 3600)
+      local free_now = err == "busy" and (holder_ms == 0 or (holder_ms == -2 and mode ~= "fair"))
+      local woken, grant = false, nil
+      if mode ~= "poll" and err == "busy" and not free_now and limit >= 0.001 then
+        woken, grant = self:_wait_release(signal, limit, limit >= deadline - now, spin)
+      end
+      if mode == "fair" and grant then
+        -- A release handed us the lock with a short lease. It did so after
+        -- our last attempt ran (which cleared any older hand-over), so the
+        -- lease is counted from when that attempt was sent.
+        lock, err = self:_grant(name, keys, token, tonumber(grant), t_try, fair_grant_ms(ttl) / 1000,
+          ttl, opts, max_hold)
+        if lock then break end
+      elseif free_now then
+        if holder_ms == 0 then self._conn:sleep(0.001) end
+      elseif not woken then
+        self._conn:sleep(math.min(backoff.delay(attempt), limit))
+      end
+    end
+    if not lock and mode == "fair" then
+      -- Leave the line; if a release handed us the lock just now, releasing
+      -- it hands it on to the next in line.
+      self._conn:script("dequeue", keys.queue, keys.deadlines, keys.leases, token)
+      self:_release_keys(keys, token)
+    end
+    if lock then return lock end
+    return nil, err
+  end
+
+  --- Runs fn(lock, ...) holding the lock, and releases it on every path.
+  -- syntax: ok, ... = client:with_lock(name, opts, fn, ...)
+  -- Returns true and fn's results, or nil, err when the lock was not taken.
+  -- An error raised by fn is raised again after the release.
+  function Client:with_lock(name, opts, fn, ...)
+    if not checks.callable(fn) then
+      checks.argerror("with_lock", "fn", "function expected, got " .. type(fn))
+    end
+    local lock, err = self:_acquire("with_lock", name, opts)
+    if not lock then return nil, err end
+    local res = { n = 0 }
+    local function keep(ok, ...)
+      res = { n = select("#", ...) + 1, ok, ... }
+    end
+    keep(pcall(fn, lock, ...))
+    -- Protected: if fn closed the client, the release raises, and fn's own
+    -- error (or results) must still come back unchanged.
+    pcall(lock.release, lock)
+    if not res[1] then error(res[2], 0) end
+    return true, (table.unpack or unpack)(res, 2, res.n) -- luacheck: ignore 143
+  end
+end

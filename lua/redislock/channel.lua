@@ -1,0 +1,48 @@
+--- redislock.channel: the contract between the policy (acquire, waiting,
+-- fencing, admin) and a transport. A transport's open(cfg) returns a
+-- channel: an object with exactly these methods. redislock.native (the C
+-- core, any Lua host) and redislock.cosocket (nginx cosockets) implement it.
+--
+-- World failures come back as nil, err, kind, never raised. err is a
+-- message for people; kind is what code branches on, never the text:
+--   "connection"  could not connect, or the connection was lost
+--   "timeout"     the deadline passed (connecting, or waiting for a reply)
+--   "redis"       Redis answered with an error
+--   "memory"      out of memory
+--
+--   ch:script(name, keys..., args...)  -> reply | nil, err, kind
+--       runs the embedded script `name` (EVALSHA, EVAL on NOSCRIPT) on the
+--       node that holds its first key
+--   ch:command(name, args...)          -> reply | nil, err, kind
+--   ch:block(key, seconds, exact, spin) -> value | false | nil, err, kind
+--       BLPOP key on a connection of its own for up to `seconds` (false:
+--       none came); exact = true: the caller's deadline ends at `seconds`,
+--       so the transport must end the wait then, not when Redis does
+--   ch:sleep(seconds)                  waits without blocking others where
+--                                      the host can (nginx)
+--   ch:watch(key, token, ttl, lease_end, hold_until) -> watch | nil, err
+--       registers a held lock with the native watchdog thread
+--   ch:losses() -> { id, reason, ... } | nil     pending loss reports
+--   ch:fd() -> fd | nil, err                      readable while reports wait
+--   ch:stats() -> table                           watchdog counters
+--   ch:server_info() -> { maxmemory_policy =, info_error = }
+--   ch:close(), ch:closed() -> bool
+
+local _M = {}
+
+_M.METHODS = {
+  "script", "command", "block", "sleep", "watch", "losses", "fd", "stats",
+  "server_info", "close", "closed",
+}
+
+--- Raises if ch lacks a method of the contract (a transport's bug).
+function _M.check(ch)
+  for _, m in ipairs(_M.METHODS) do
+    if type(ch[m]) ~= "function" then
+      error("redislock: transport channel lacks '" .. m .. "'", 2)
+    end
+  end
+  return ch
+end
+
+return _M

@@ -1,0 +1,100 @@
+--- redislock.client: the client object that redislock.connect returns.
+--
+-- Its methods come from files of one concern each: acquire.lua (taking and
+-- waiting), fencing.lua (fenced resources), admin.lua (inspect, break);
+-- this file holds the rest: loss delivery, counters, warnings, close.
+-- Every method raises at the caller's line once the client is closed.
+
+local checks = require "redislock.checks"
+local keys = require "redislock.keys"
+local losses = require "redislock.losses"
+checks.own(debug.getinfo(1, "S").source)
+
+local _M = {}
+
+local Client = {}
+Client.__index = Client
+_M.Client = Client
+
+require("redislock.acquire")(Client)
+require("redislock.fencing")(Client)
+require("redislock.admin")(Client)
+
+--- A client over channel `ch` (redislock.channel).
+-- settings: prefix, fence_ttl (seconds), warnings (a list of strings).
+function _M.new(ch, settings)
+  return setmetatable({
+    _conn = ch,
+    _prefix = settings.prefix,
+    _keys_of = keys.cache(settings.prefix),
+    _fence_ttl_ms = math.floor(settings.fence_ttl * 1000 + 0.5),
+    _warnings = settings.warnings,
+    _closed = false,
+    _locks = setmetatable({}, { __mode = "v" }), -- watch id -> lock, for on_lost
+  }, Client)
+end
+
+-- The channel, or a raise at the caller's line once closed.
+function Client:_open()
+  if self._closed then checks.raise("attempt to use a closed client") end
+  return self._conn
+end
+
+--- Delivers the watchdog's loss reports: marks those locks lost and calls
+-- their on_lost(lock, reason). Every call into the library does this too;
+-- call it yourself when client:fd() becomes readable. An error raised by a
+-- callback is caught; the last one, with its traceback, is kept in
+-- client.callback_error.
+-- syntax: n = client:poll()   -- how many losses were delivered
+function Client:poll()
+  local reports = self:_open():losses()
+  if not reports then return 0 end
+  return losses.deliver(self, reports, self._locks)
+end
+
+--- A file descriptor that becomes readable when a loss report is pending,
+-- for event loops (cqueues, luv, nginx); then call client:poll().
+-- syntax: fd, err = client:fd()
+function Client:fd()
+  return self:_open():fd()
+end
+
+--- Watchdog counters: renewals, round_trips, failures, watched, last_batch,
+-- and lost = { ["not held"] = n, unreachable = n, expired = n, ... }.
+-- syntax: t = client:stats()
+function Client:stats()
+  return self:_open():stats()
+end
+
+--- What the client found risky about the server at connect, as sentences
+-- for a human (empty when nothing): e.g. a maxmemory-policy that can evict
+-- lock keys.
+-- syntax: list = client:warnings()
+function Client:warnings()
+  self:_open()
+  local out = {}
+  for i, w in ipairs(self._warnings) do out[i] = w end
+  return out
+end
+
+--- Closes the connections and stops the watchdog thread (at once: it never
+-- waits for Redis). Idempotent. Locks still held are no longer renewed and
+-- keep their lease until their ttl runs out.
+-- syntax: client:close()
+function Client:close()
+  if not self._closed then
+    self._closed = true
+    self._conn:close()
+  end
+  return true
+end
+
+function Client:__close()
+  self:close()
+end
+
+function Client:__tostring()
+  return tostring(self._conn)
+end
+
+return _M

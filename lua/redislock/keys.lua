@@ -1,0 +1,63 @@
+--- redislock.keys: where a name's keys live.
+--
+-- Every key of a name shares one Cluster hash tag, so they land in one slot
+-- and one script may touch them all. The tag is the whole name between
+-- braces; a name that itself contains "{" or "}" could end the tag early
+-- (the tag is the text between the FIRST "{" and the first "}" after it:
+-- "a}b" would tag "a"), so such names are written with those two bytes
+-- escaped, which keeps every possible name whole and distinct inside the
+-- braces. Plain names are stored exactly as "{name}", as before.
+--
+-- The tables are cached per prefix and name (bounded), because an acquire
+-- and its release build them on the hot path.
+
+local _M = {}
+
+local CACHE_MAX = 1024
+
+-- "{" -> "\1(", "}" -> "\1)", "\1" -> "\1\1": injective, and free of braces.
+local function tag(name)
+  if not name:find("[{}\1]") then return name end
+  return (name:gsub("[{}\1]", { ["{"] = "\1(", ["}"] = "\1)", ["\1"] = "\1\1" }))
+end
+_M.tag = tag
+
+local function build(prefix, name)
+  local key = prefix .. "{" .. tag(name) .. "}"
+  return {
+    lock = key,
+    fence = key .. ":fence",        -- grows with every grant; a ttl of fence_ttl
+    waiters = key .. ":waiters",    -- set while someone waits for a release
+    signal = key .. ":signal",      -- release leaves a wakeup here (fair
+                                    -- waiters: here .. ":" .. their token)
+    queue = key .. ":queue",        -- fair waiters in arrival order
+    deadlines = key .. ":queue:deadlines",
+    leases = key .. ":queue:leases",
+  }
+end
+
+--- A cache of key tables for one prefix.
+-- syntax: keys_of = keys.cache(prefix); keys_of(name) -> { lock=, fence=, ... }
+function _M.cache(prefix)
+  local cache, n = {}, 0
+  return function(name)
+    local k = cache[name]
+    if k then return k end
+    k = build(prefix, name)
+    if n >= CACHE_MAX then
+      cache, n = {}, 0
+    end
+    cache[name] = k
+    n = n + 1
+    return k
+  end
+end
+
+--- The key of a fenced resource: its value, fence and version in one hash,
+-- so that they live and die together (eviction cannot drop the fence and
+-- keep the value).
+function _M.resource(prefix, resource)
+  return prefix .. "{" .. tag(resource) .. "}:resource"
+end
+
+return _M

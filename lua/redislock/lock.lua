@@ -1,0 +1,178 @@
+--- redislock.lock: a held lock (what client:acquire returns).
+--
+-- The lease is judged on the monotonic clock only. With the watchdog, the
+-- native thread renews it and reports a loss; without it, the lease ends
+-- where the last acquire or extend said. A lock is "held", then "released"
+-- or "lost" (lost_reason says why: "not held", "unreachable", "expired",
+-- "max_hold", "forked", "stopped"), and never held again.
+
+local core = require "redislock.core"
+local checks = require "redislock.checks"
+checks.own(debug.getinfo(1, "S").source)
+
+local monotime = core.monotime
+local getpid = core.getpid
+
+local _M = {}
+
+local Lock = {}
+Lock.__index = Lock
+_M.Lock = Lock
+
+-- The part of a lease we may count on after an operation that started at
+-- t0: the ttl minus the time the operation took, minus a margin for the
+-- server's and our clocks running at slightly different rates (Redlock's
+-- 1% + 2 ms; defined once, in csrc/lease.h, for us and the watchdog).
+function _M.lease_end(t0, ttl)
+  return t0 + ttl - core.drift(ttl)
+end
+local lease_end = _M.lease_end
+
+function _M.ttl_ms(ttl)
+  return math.floor(ttl * 1000 + 0.5)
+end
+local ttl_ms = _M.ttl_ms
+
+-- The shortest ttl that can work: it must outlast the drift margin (1% + 2
+-- ms) and a round trip, or no grant would ever be valid when it arrives.
+_M.MIN_TTL = 0.05
+_M.MAX_TTL = 2 ^ 31             -- seconds; keeps PX far from overflow
+
+function _M.check_ttl(fname, ttl)
+  checks.check_number(fname, "ttl", ttl, _M.MIN_TTL, _M.MAX_TTL)
+end
+
+function _M.new(client, name, keys, token, fence, ttl, expires, on_lost)
+  return setmetatable({
+    name = name,
+    token = token,
+    fence = fence,
+    ttl = ttl,
+    lost_reason = nil,        -- why the lease was lost, once it was
+    _client = client,
+    _keys = keys,
+    _expires = expires,       -- monotonic time when our lease surely ends
+    _state = "held",          -- "held", "released" or "lost"
+    _pid = getpid(),          -- a forked child must not act on our lock
+    _watch = nil,             -- the watchdog handle, when renewed natively
+    _on_lost = on_lost,
+    _reported = false,        -- on_lost already called
+  }, Lock)
+end
+
+function Lock:_lose(reason)
+  if self._state == "held" then
+    self._state = "lost"
+    self.lost_reason = reason
+    self._expires = math.min(self._expires, monotime())
+  end
+end
+
+--- Is the lease still ours? False once released or lost: Redis said so, the
+-- watchdog could not renew it in time, or (without the watchdog) its end
+-- passed on the monotonic clock, judged conservatively. Always false in a
+-- forked child: the lock belongs to the parent.
+-- syntax: ok = lock:held()
+function Lock:held()
+  local client = self._client
+  if not client._closed then client:poll() end
+  if self._state ~= "held" then return false end
+  if self._pid ~= getpid() then
+    self:_lose("forked")
+    return false
+  end
+  if self._watch then
+    local state = self._watch:state()
+    if state ~= "held" then
+      self:_lose(state)
+      return false
+    end
+  elseif monotime() >= self._expires then
+    self:_lose(client._closed and "stopped" or "expired")
+    return false
+  end
+  return true
+end
+
+--- The moment (on core.monotime's clock) until which the lease is surely
+-- ours: when the last successful acquire/extend/renewal was sent, plus the
+-- ttl, minus the drift margin. Past it, act as if the lock were gone.
+-- syntax: t = lock:lease_end()
+function Lock:lease_end()
+  if not self:held() then return self._expires end -- in the past by now
+  if self._watch then
+    local _, known_end = self._watch:state()
+    if known_end then return known_end end
+  end
+  return self._expires
+end
+
+--- Renews the lease to ttl seconds from now, if it is still ours.
+-- syntax: ok, err = lock:extend(ttl?)   -- ttl defaults to the lock's ttl
+function Lock:extend(ttl)
+  if ttl == nil then ttl = self.ttl end
+  _M.check_ttl("extend", ttl)
+  local client = self._client
+  local ch = client:_open()
+  client:poll()
+  -- A lost lock stays lost: the caller may already have acted on the loss.
+  if self._state ~= "held" or self._pid ~= getpid() then return nil, "not held" end
+  local t0 = monotime()
+  local r, err = ch:script("extend", self._keys.lock, self.token, ttl_ms(ttl))
+  if not r then return nil, err end
+  if r ~= 1 then
+    self:_lose("not held")
+    return nil, "not held"
+  end
+  self.ttl = ttl
+  self._expires = lease_end(t0, ttl)
+  if self._watch then self._watch:renewed(ttl, self._expires, t0) end
+  return true
+end
+
+--- Deletes the key if it still holds our token. Never touches a key that
+-- expired and was taken by someone else.
+-- syntax: ok, err = lock:release()
+function Lock:release()
+  local client = self._client
+  client:_open()
+  client:poll()
+  if self._state == "released" then return nil, "not held" end
+  if self._pid ~= getpid() then return nil, "not held" end
+  -- Unregister first: from here on the watchdog queues nothing for this
+  -- key, and a renewal not yet written is taken back (it never waits).
+  if self._watch then
+    self._watch:unwatch()
+    self._watch = nil
+  end
+  local r, err = client:_release_keys(self._keys, self.token)
+  if not r then
+    -- Not renewed any more, and we cannot tell whether the delete ran:
+    -- count the lock as lost; its ttl frees the name if it did not.
+    self:_lose("unreachable")
+    return nil, err
+  end
+  if r ~= 1 then
+    self:_lose("not held")
+    self._state = "released"
+    return nil, "not held"
+  end
+  self._state = "released"
+  self._expires = math.min(self._expires, monotime())
+  return true
+end
+
+-- Lua 5.4 `local l <close> = ...`: leaving the scope releases. Errors (even
+-- a closed client's) are dropped: a __close handler must not mask the
+-- block's own error.
+function Lock:__close()
+  if self._state ~= "released" then pcall(self.release, self) end
+end
+
+-- Never shows the token: it is the proof of ownership.
+function Lock:__tostring()
+  local state = self._state == "held" and not self:held() and "lost" or self._state
+  return string.format("redislock.lock (%s, %s)", self.name:sub(1, 64), state)
+end
+
+return _M
