@@ -23,7 +23,8 @@ local function caller_level()
   local level = 3
   while true do
     local info = debug.getinfo(level, "S")
-    if not info or not own[info.source] then return level - 1 end
+    -- Lua 5.1 and LuaJIT mark a tail call with a frame of its own
+    if not info or (not own[info.source] and info.what ~= "tail") then return level - 1 end
     level = level + 1
   end
 end

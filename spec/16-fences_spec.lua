@@ -1,0 +1,162 @@
+-- Fences that order grants across failover and restart, counters that do
+-- not pile up, resources that live and die as one key, and a server that
+-- can evict lock keys shown for what it is.
+local helpers = require "spec.helpers"
+local redislock = require "redislock"
+local core = require "redislock.core"
+local url = require "redislock.url"
+
+-- INFO replication's master_link_status of srv is up.
+local function link_up(srv)
+  return (srv:cli_raw("INFO", "replication")):find("master_link_status:up", 1, true) ~= nil
+end
+
+describe("fences", function()
+  local fresh = helpers.names("fence")
+
+  -- The probing case: a replica has the fence counter but not the latest
+  -- lock key or counter when it is promoted; a second client takes the name
+  -- there. Its fence must still be above the old master's holder's.
+  it("order grants across a promotion of a lagging replica", function()
+    local master = helpers.start_redis()
+    local link = helpers.start_proxy(master.port)   -- the replication link
+    local replica = helpers.start_redis { args = { "--replicaof", "127.0.0.1", link.port } }
+    assert(helpers.wait_until(function() return link_up(replica) end, 10, 0.05), "replica never synced")
+    local store = helpers.start_redis()             -- the fenced resource lives apart
+    local on_master = assert(redislock.connect { url = master.url })
+    local resource = assert(redislock.connect { url = store.url })
+    local name = fresh()
+
+    local first = assert(on_master:acquire(name, { ttl = 5 }))
+    assert.is_true(first:release())
+    -- the replica has the counter as of that grant
+    assert(helpers.wait_until(function()
+      return replica:cli_raw("GET", "{" .. name .. "}:fence") == string.format("%.0f", first.fence)
+    end, 5, 0.02))
+    link:kill("STOP")                                -- replication stalls
+    local old_holder = assert(on_master:acquire(name, { ttl = 30 }))
+    assert.equal("OK", (replica:cli_raw("REPLICAOF", "NO", "ONE")))
+    local on_replica = assert(redislock.connect { url = replica.url })
+    local new_holder = assert(on_replica:acquire(name, { ttl = 30 }))  -- two holders now
+    assert.is_true(new_holder.fence > old_holder.fence,
+      string.format("new master's fence %.0f, old master's %.0f", new_holder.fence, old_holder.fence))
+    -- so the resource takes the new holder's writes and refuses the old one's
+    assert.equal(1, resource:fenced_set("res:" .. name, "new", new_holder.fence))
+    assert.same({ nil, "stale" }, { resource:fenced_set("res:" .. name, "old", old_holder.fence) })
+    -- and later grants on either keep the order of time
+    assert.is_true(old_holder:release())
+    local later = assert(on_master:acquire(name, { ttl = 5 }))
+    assert.is_true(later.fence > new_holder.fence)
+    later:release()
+    new_holder:release()
+    for _, c in ipairs({ on_master, on_replica, resource }) do c:close() end
+    link:kill("CONT")
+    link:stop()
+    for _, s in ipairs({ replica, master, store }) do s:stop() end
+  end)
+
+  describe("counters", function()
+    local srv, admin
+
+    setup(function()
+      srv = helpers.start_redis()
+      admin = assert(core.connect(url.parse(srv.url)))
+    end)
+
+    teardown(function()
+      admin:close()
+      srv:stop()
+    end)
+
+    it("live fence_ttl after the last grant (7 days by default), refreshed by each grant", function()
+      local c = assert(redislock.connect { url = srv.url })
+      local name = fresh()
+      local l = assert(c:acquire(name, { ttl = 5 }))
+      local pttl = admin:command("PTTL", "{" .. name .. "}:fence")
+      assert.is_true(pttl > 7 * 86400 * 1000 - 5000 and pttl <= 7 * 86400 * 1000, tostring(pttl))
+      l:release()
+      c:close()
+    end)
+
+    it("expire without making fences go backwards", function()
+      local c = assert(redislock.connect { url = srv.url, fence_ttl = 1 })
+      local name = fresh()
+      local fences = {}
+      for i = 1, 3 do
+        local l = assert(c:acquire(name, { ttl = 5 }))
+        fences[i] = l.fence
+        l:release()
+        -- the counter is gone before the next grant
+        assert(helpers.wait_until(function()
+          return admin:command("EXISTS", "{" .. name .. "}:fence") == 0
+        end, 3, 0.05))
+      end
+      assert.is_true(fences[2] > fences[1] and fences[3] > fences[2])
+      c:close()
+    end)
+
+    it("one resource is one key: value, fence and version live and die together", function()
+      local c = assert(redislock.connect { url = srv.url })
+      local res = fresh("res")
+      assert.equal(1, c:fenced_set(res, "v1", 10))
+      assert.equal(2, c:fenced_set(res, "v2", 11))
+      local key = "{" .. res .. "}:resource"
+      assert.equal("hash", admin:command("TYPE", key))
+      assert.same({ "fence", "11", "value", "v2", "version", "2" },
+        (function()
+          local all = admin:command("HGETALL", key)
+          local pairs_ = {}
+          for i = 1, #all, 2 do pairs_[#pairs_ + 1] = { all[i], all[i + 1] } end
+          table.sort(pairs_, function(x, y) return x[1] < y[1] end)
+          local flat = {}
+          for _, p in ipairs(pairs_) do flat[#flat + 1] = p[1]; flat[#flat + 1] = p[2] end
+          return flat
+        end)())
+      -- nothing else: no fence or version kept apart from the value
+      assert.same({ key }, admin:command("KEYS", "{" .. res .. "}*"))
+      c:close()
+    end)
+  end)
+end)
+
+describe("eviction", function()
+  it("a server that can evict lock keys is named in warnings, and strict refuses it", function()
+    local lru = helpers.start_redis { args = { "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru" } }
+    local c = assert(redislock.connect { url = lru.url })
+    local w = c:warnings()
+    assert.equal(1, #w)
+    assert.matches("maxmemory%-policy is allkeys%-lru", w[1])
+    assert.matches("noeviction", w[1])
+    c:close()
+    local none, err, kind = redislock.connect { url = lru.url, strict = true }
+    assert.is_nil(none)
+    assert.matches("^unsafe server: maxmemory%-policy is allkeys%-lru", err)
+    assert.equal("unsafe", kind)
+    lru:stop()
+  end)
+
+  it("noeviction gives no warning, and strict accepts it", function()
+    local srv = helpers.start_redis { args = { "--maxmemory-policy", "noeviction" } }
+    local c = assert(redislock.connect { url = srv.url, strict = true })
+    assert.same({}, c:warnings())
+    c:close()
+    srv:stop()
+  end)
+
+  it("a user who may not read INFO is warned, and strict refuses what it cannot check", function()
+    local srv = helpers.start_redis {
+      acl = { "user locker on >pw ~* resetchannels -@all +evalsha +eval +get +set +del +pexpire"
+        .. " +pttl +incr +exists +ping +auth +time +select" },
+    }
+    local u = "redis://locker:pw@127.0.0.1:" .. srv.port
+    local c = assert(redislock.connect { url = u })
+    local w = c:warnings()
+    assert.equal(1, #w)
+    assert.matches("maxmemory%-policy could not be read %(NOPERM", w[1])
+    c:close()
+    local none, err = redislock.connect { url = u, strict = true }
+    assert.is_nil(none)
+    assert.matches("^unsafe server", err)
+    srv:stop()
+  end)
+end)
