@@ -114,6 +114,25 @@ describe("consistency", function()
     assert.matches("stack traceback", c.callback_error)
   end)
 
+  it("the README's fenced-write example runs as written, on a resource never written", function()
+    local readme = assert(helpers.read_file("README.md"))
+    local section = assert(readme:match("### Fenced writes(.-)\n### "))
+    local code = assert(section:match("```lua\n(.-)```"))
+    local env = setmetatable({ client = c }, { __index = _G })
+    local chunk
+    if setfenv then
+      chunk = assert(loadstring(code))
+      setfenv(chunk, env)
+    else
+      chunk = assert(load(code, "README fenced example", "t", env))
+    end
+    local name = "account:7"
+    assert.equal(0, tonumber((srv:cli_raw("EXISTS", "{" .. name .. "}:resource"))))
+    chunk()   -- first use: never written
+    chunk()   -- and again, on what the first run wrote
+    assert.equal("20", c:fenced_get(name, 2 ^ 52))
+  end)
+
   it("with_lock accepts a callable table", function()
     local fn = setmetatable({}, { __call = function(_, lock, x) return lock.name, x end })
     local name = fresh()
