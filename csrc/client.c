@@ -1,13 +1,18 @@
 /*
- * client.c: the Lua userdata around one Redis connection.
+ * client.c: the Lua userdata around a client's connections.
  *
  * Modelled on liolib's file handles: the userdata is created "closed" before
  * anything that can fail, so __gc is always safe; close is idempotent and is
  * also __gc and __close; using a closed client raises a clear error. The
- * userdata holds a pointer to malloc'd C state rather than the state itself,
- * because later C owners (the watchdog) may need it to outlive the Lua value.
+ * userdata holds pointers to malloc'd C state rather than the state itself,
+ * because other C owners (the watchdog) need it to outlive the Lua value.
  *
- * Runtime failures return nil, err; wrong arguments raise via luaL_argerror.
+ * A client has a topology (topo.c: one node, a Sentinel-resolved master, or
+ * a Cluster's slot map), shared with its watchdog and its wait client, and
+ * a router of its own (router.c: this thread's connections to the nodes).
+ *
+ * Runtime failures return nil, err, kind; wrong arguments raise via
+ * luaL_argerror.
  */
 #include "client.h"
 
@@ -22,7 +27,10 @@
 #include "conn.h"
 #include "deadline.h"
 #include "monotime.h"
+#include "router.h"
 #include "script.h"
+#include "slot.h"
+#include "topo.h"
 #include "watch.h"
 #include "watchdog.h"
 
@@ -31,16 +39,28 @@
 /* Nested replies deeper than this are cut: Redis never sends them for our
  * commands, and it keeps a hostile server from exhausting the C stack. */
 #define CLIENT_MAX_DEPTH 16
+#define CLIENT_MAX_SEEDS 64
 
 typedef struct client_ud {
-    conn *conn;   /* NULL once closed */
+    topo *t;      /* NULL once closed */
+    router *r;    /* this client's connections */
     wd *wd;       /* the watchdog, created at the first watched lock */
-    unsigned wd_addrs_gen;  /* conn->addrs_gen the watchdog was given */
 } client_ud;
 
 static client_ud *client_check(lua_State *L) {
     client_ud *u = (client_ud *)luaL_checkudata(L, 1, CLIENT_MT);
-    if (u->conn == NULL) luaL_error(L, "attempt to use a closed redislock client");
+    if (u->t == NULL) luaL_error(L, "attempt to use a closed redislock client");
+    return u;
+}
+
+/* Pushes a closed-state client userdata (safe to collect whatever follows). */
+static client_ud *client_push_closed(lua_State *L) {
+    client_ud *u = (client_ud *)lua_newuserdata(L, sizeof *u);
+    u->t = NULL;
+    u->r = NULL;
+    u->wd = NULL;
+    luaL_getmetatable(L, CLIENT_MT);
+    lua_setmetatable(L, -2);
     return u;
 }
 
@@ -82,18 +102,48 @@ static lua_Number client_opt_number(lua_State *L, int t, const char *key,
     return n;
 }
 
+/* The "host:port" strings of the array field `key`, kept on the stack. */
+static int client_opt_seeds(lua_State *L, int t, const char *key, const char **out, int max) {
+    int n = 0, i;
+    lua_getfield(L, t, key);
+    if (lua_isnil(L, -1)) return 0;
+    if (lua_type(L, -1) != LUA_TTABLE)
+        luaL_error(L, "bad config field '%s' (table expected, got %s)", key, luaL_typename(L, -1));
+    for (i = 1; i <= max + 1; i++) {
+        size_t len;
+        lua_rawgeti(L, -1, i);
+        if (lua_isnil(L, -1)) {
+            lua_pop(L, 1);
+            break;
+        }
+        if (i > max) luaL_error(L, "bad config field '%s' (at most %d addresses)", key, max);
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "bad config field '%s' (strings expected)", key);
+        out[n] = lua_tolstring(L, -1, &len);
+        if (strlen(out[n]) != len) luaL_error(L, "bad config field '%s' (contains a NUL byte)", key);
+        n++;
+        lua_insert(L, -2);   /* keep the string below the table */
+    }
+    return n;
+}
+
 /* core.connect{host=, port=, path=, username=, password=, db=,
- *              connect_timeout=, timeout=, lazy=, probe=}
+ *              connect_timeout=, timeout=, lazy=, probe=,
+ *              mode = "single" | "sentinel" | "cluster", seeds = {...},
+ *              master=, sentinel_username=, sentinel_password=}
  *   -> client | nil, err, kind
- * Timeouts are in seconds. Connects and checks the server (AUTH, SELECT,
- * PING) at once, all within connect_timeout, so that a wrong address or
- * password, or a listener that does not answer, is reported here, not at
- * the first lock; lazy = true does not (a client that only hosts the
- * watchdog). probe = true also reads INFO memory (client:server_info). */
+ * Timeouts are in seconds. Loads the topology and connects and checks a
+ * node (AUTH, SELECT, PING) at once, all within connect_timeout, so that a
+ * wrong address or password, or a listener that does not answer, is
+ * reported here, not at the first lock; lazy = true does not (a client that
+ * only hosts the watchdog). probe = true also reads INFO memory. seeds: the
+ * sentinels, or the cluster's seed nodes, as "host:port". */
 int client_global_connect(lua_State *L) {
     conn_config cfg;
     client_ud *u;
-    int lazy, probe;
+    const char *seeds[CLIENT_MAX_SEEDS], *mode_name, *master, *suser, *spass;
+    char err[CONN_ERRSTR_LEN];
+    int lazy, probe, mode, nseeds;
     luaL_checktype(L, 1, LUA_TTABLE);
     memset(&cfg, 0, sizeof cfg);
     cfg.host = (char *)client_opt_string(L, 1, "host");
@@ -104,6 +154,11 @@ int client_global_connect(lua_State *L) {
     cfg.db = (int)client_opt_number(L, 1, "db", 0, 0, 1 << 20);
     cfg.connect_timeout_ms = (long)(client_opt_number(L, 1, "connect_timeout", 2, 0.001, 86400) * 1000);
     cfg.timeout_ms = (long)(client_opt_number(L, 1, "timeout", 2, 0, 86400) * 1000);
+    mode_name = client_opt_string(L, 1, "mode");
+    master = client_opt_string(L, 1, "master");
+    suser = client_opt_string(L, 1, "sentinel_username");
+    spass = client_opt_string(L, 1, "sentinel_password");
+    nseeds = client_opt_seeds(L, 1, "seeds", seeds, CLIENT_MAX_SEEDS);
     if (cfg.host == NULL && cfg.path == NULL) cfg.host = (char *)"127.0.0.1";
     if (cfg.username != NULL && cfg.password == NULL)
         luaL_error(L, "bad config field 'username' (a password is required with it)");
@@ -111,6 +166,16 @@ int client_global_connect(lua_State *L) {
         luaL_error(L, "bad config field 'path' (non-empty string expected)");
     if (cfg.host != NULL && cfg.host[0] == '\0')
         luaL_error(L, "bad config field 'host' (non-empty string expected)");
+    if (mode_name == NULL || strcmp(mode_name, "single") == 0) mode = TOPO_SINGLE;
+    else if (strcmp(mode_name, "sentinel") == 0) mode = TOPO_SENTINEL;
+    else if (strcmp(mode_name, "cluster") == 0) mode = TOPO_CLUSTER;
+    else return luaL_error(L, "bad config field 'mode' (single, sentinel or cluster expected)");
+    if (mode != TOPO_SINGLE && nseeds == 0)
+        luaL_error(L, "bad config field 'seeds' (at least one host:port expected)");
+    if (mode == TOPO_SENTINEL && master == NULL)
+        luaL_error(L, "bad config field 'master' (the master's name expected)");
+    if (mode == TOPO_CLUSTER && cfg.db != 0)
+        luaL_error(L, "bad config field 'db' (a cluster has only database 0)");
     lua_getfield(L, 1, "lazy");
     lazy = lua_toboolean(L, -1);
     lua_pop(L, 1);
@@ -119,25 +184,44 @@ int client_global_connect(lua_State *L) {
     lua_pop(L, 1);
 
     /* Closed-state userdata first: if anything below raises, __gc is safe. */
-    u = (client_ud *)lua_newuserdata(L, sizeof *u);
-    u->conn = NULL;
-    u->wd = NULL;
-    u->wd_addrs_gen = 0;
-    luaL_getmetatable(L, CLIENT_MT);
-    lua_setmetatable(L, -2);
-
-    u->conn = conn_new(&cfg);
-    if (u->conn == NULL) return luaL_error(L, "out of memory");
-    u->conn->probe = probe;
+    u = client_push_closed(L);
+    u->t = topo_new(mode, &cfg, seeds, nseeds, master, suser, spass, err, sizeof err);
+    if (u->t == NULL) return luaL_error(L, "bad config field 'seeds' (%s)", err);
+    u->r = router_new(u->t, 1);
+    if (u->r == NULL) return luaL_error(L, "out of memory");
+    u->r->probe = probe;
     if (lazy) return 1;  /* connects at its first command, if any */
-    if (conn_ensure(u->conn) != 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, u->conn->errstr);
-        lua_pushstring(L, conn_kind(u->conn->err));
-        conn_free(u->conn);
-        u->conn = NULL;
-        return 3;
+    {
+        conn *c = NULL;
+        int ok = router_sync(u->r) == 0 && (c = router_conn(u->r, 0)) != NULL && conn_ensure(c) == 0;
+        if (!ok) {
+            lua_pushnil(L);
+            if (c && c->err) {
+                lua_pushstring(L, c->errstr);
+                lua_pushstring(L, conn_kind(c->err));
+            } else {
+                lua_pushstring(L, u->r->errstr);
+                lua_pushstring(L, router_kind(u->r));
+            }
+            router_free(u->r);
+            topo_release(u->t);
+            u->r = NULL;
+            u->t = NULL;
+            return 3;
+        }
     }
+    return 1;
+}
+
+/* client:wait_client() -> a client on the same topology with connections
+ * of its own (for blocking waits), connected lazily. */
+static int meth_wait_client(lua_State *L) {
+    client_ud *u = client_check(L), *w;
+    w = client_push_closed(L);
+    w->r = router_new(u->t, 1);
+    if (w->r == NULL) return luaL_error(L, "out of memory");
+    topo_retain(u->t);
+    w->t = u->t;
     return 1;
 }
 
@@ -237,8 +321,8 @@ static void client_push_reply(lua_State *L, const redisReply *r, int depth) {
 static int client_result(lua_State *L, client_ud *u, redisReply *r) {
     if (r == NULL) {
         lua_pushnil(L);
-        lua_pushstring(L, u->conn->errstr);
-        lua_pushstring(L, conn_kind(u->conn->err));
+        lua_pushstring(L, u->r->errstr);
+        lua_pushstring(L, router_kind(u->r));
         return 3;
     }
     if (r->type == REDIS_REPLY_ERROR) {
@@ -269,11 +353,13 @@ static int meth_script(lua_State *L) {
     n = client_args(L, 3, argv, lens, SCRIPT_MAX_ARGS);
     if (n < s->nkeys)
         return luaL_error(L, "script '%s' takes %d keys, got %d arguments", s->name, s->nkeys, n);
-    return client_result(L, u, script_call(u->conn, s, n, argv, lens));
+    return client_result(L, u, route_script(u->r, s, n, argv, lens));
 }
 
-/* client:command(name, args...) -> reply | nil, err
- * Any Redis command, binary safe. Nil replies come back as false. */
+/* client:command(name, args...) -> reply | nil, err, kind
+ * Any Redis command, binary safe, on the node of its first argument taken
+ * as a key (Cluster; elsewhere there is one node). Nil replies come back as
+ * false. */
 #define CLIENT_MAX_COMMAND_ARGS 64
 static int meth_command(lua_State *L) {
     const char *argv[CLIENT_MAX_COMMAND_ARGS];
@@ -282,26 +368,56 @@ static int meth_command(lua_State *L) {
     int n;
     luaL_checkstring(L, 2);
     n = client_args(L, 2, argv, lens, CLIENT_MAX_COMMAND_ARGS);
-    return client_result(L, u, conn_command(u->conn, n, argv, lens));
+    return client_result(L, u, route_command(u->r, n > 1 ? argv[1] : NULL, n > 1 ? lens[1] : 0,
+                                             n, argv, lens));
 }
 
-/* The watchdog, made on first use with its own copy of the settings (its
- * own connection: a connection is not thread-safe) and the addresses this
- * thread resolved (the watchdog thread never resolves a name). NULL with a
- * message in err. */
+/* client:replicas(n, timeout_seconds) -> acks | nil, err, kind
+ * WAIT n timeout on the connection of the last command (where the write
+ * that must reach the replicas was made). */
+static int meth_replicas(lua_State *L) {
+    client_ud *u = client_check(L);
+    lua_Number n = luaL_checknumber(L, 2), t = luaL_checknumber(L, 3);
+    char nbuf[24], tbuf[24];
+    const char *argv[3];
+    size_t lens[3];
+    conn *c;
+    redisReply *r;
+    if (!(n >= 0 && n <= 1e6)) return luaL_argerror(L, 2, "replica count out of range");
+    if (!(t >= 0 && t <= 86400)) return luaL_argerror(L, 3, "timeout out of range");
+    if (u->r->last_node < 0 || u->r->snap == NULL || u->r->last_node >= u->r->nconns ||
+        (c = u->r->conns[u->r->last_node]) == NULL || c->fd < 0) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "connection lost: the write's connection is gone");
+        lua_pushliteral(L, "connection");
+        return 3;
+    }
+    argv[0] = "WAIT";
+    lens[0] = 4;
+    argv[1] = nbuf;
+    lens[1] = (size_t)snprintf(nbuf, sizeof nbuf, "%d", (int)n);
+    argv[2] = tbuf;
+    lens[2] = (size_t)snprintf(tbuf, sizeof tbuf, "%ld", (long)(t * 1000));
+    if (conn_append(c, 3, argv, lens) != 0) return client_result(L, u, NULL);
+    /* Redis answers WAIT at its own timeout: give the socket a little more */
+    r = conn_read(c, deadline_in_ms((long)(t * 1000) + (u->r->timeout_ms > 0 ? u->r->timeout_ms : 2000)));
+    if (r == NULL) {
+        u->r->err = c->err;
+        snprintf(u->r->errstr, sizeof u->r->errstr, "%s", c->errstr);
+    }
+    return client_result(L, u, r);
+}
+
+/* The watchdog, made on first use, on the client's topology (its own
+ * connections: a connection is not thread-safe; the addresses the
+ * topology resolved: the watchdog thread never resolves a name). NULL with
+ * a message in err. */
 static wd *client_wd(client_ud *u, char *err, size_t errlen) {
-    conn *c = u->conn;
-    if (c->addrs.n == 0 && conn_resolve(c, deadline_in_ms(c->cfg.connect_timeout_ms)) != 0) {
-        snprintf(err, errlen, "%s", c->errstr);
+    if (router_sync(u->r) != 0) {
+        snprintf(err, errlen, "%s", u->r->errstr);
         return NULL;
     }
-    if (u->wd == NULL) {
-        u->wd = wd_new(&c->cfg, &c->addrs, err, errlen);
-        u->wd_addrs_gen = c->addrs_gen;
-    } else if (u->wd_addrs_gen != c->addrs_gen) {
-        wd_set_addrs(u->wd, &c->addrs);
-        u->wd_addrs_gen = c->addrs_gen;
-    }
+    if (u->wd == NULL) u->wd = wd_new(u->t, err, errlen);
     return u->wd;
 }
 
@@ -378,13 +494,18 @@ static int meth_fd(lua_State *L) {
  * What the connect's INFO memory said (probe = true). */
 static int meth_server_info(lua_State *L) {
     client_ud *u = client_check(L);
+    const conn_info *info = NULL;
+    int i;
+    for (i = 0; i < u->r->nconns && info == NULL; i++)
+        if (u->r->conns[i] && (u->r->conns[i]->info.maxmemory_policy[0] || u->r->conns[i]->info.info_error[0]))
+            info = &u->r->conns[i]->info;
     lua_createtable(L, 0, 2);
-    if (u->conn->info.maxmemory_policy[0]) {
-        lua_pushstring(L, u->conn->info.maxmemory_policy);
+    if (info && info->maxmemory_policy[0]) {
+        lua_pushstring(L, info->maxmemory_policy);
         lua_setfield(L, -2, "maxmemory_policy");
     }
-    if (u->conn->info.info_error[0]) {
-        lua_pushstring(L, u->conn->info.info_error);
+    if (info && info->info_error[0]) {
+        lua_pushstring(L, info->info_error);
         lua_setfield(L, -2, "info_error");
     }
     return 1;
@@ -398,7 +519,15 @@ static int meth_stats(lua_State *L) {
     int i;
     memset(&s, 0, sizeof s);
     if (u->wd != NULL) wd_get_stats(u->wd, &s);
-    lua_createtable(L, 0, 6);
+    lua_createtable(L, 0, 8);
+    if (u->t) {
+        pthread_mutex_lock(&u->t->mu);
+        lua_pushinteger(L, (lua_Integer)u->t->refreshes);
+        lua_setfield(L, -2, "topology_changes");
+        lua_pushinteger(L, (lua_Integer)u->t->refresh_failures);
+        lua_setfield(L, -2, "topology_failures");
+        pthread_mutex_unlock(&u->t->mu);
+    }
 #define STAT(name) lua_pushinteger(L, (lua_Integer)s.name); lua_setfield(L, -2, #name)
     STAT(renewals);
     STAT(round_trips);
@@ -421,7 +550,7 @@ static int meth_set_timeout(lua_State *L) {
     client_ud *u = client_check(L);
     lua_Number t = luaL_checknumber(L, 2);
     if (!(t >= 0 && t <= 86400)) return luaL_argerror(L, 2, "timeout out of range");
-    conn_set_timeouts(u->conn, u->conn->cfg.connect_timeout_ms, (long)(t * 1000));
+    u->r->timeout_ms = (long)(t * 1000);
     return 0;
 }
 
@@ -432,7 +561,12 @@ static int meth_set_spin(lua_State *L) {
     client_ud *u = client_check(L);
     lua_Number t = luaL_checknumber(L, 2);
     if (!(t >= 0 && t <= 1)) return luaL_argerror(L, 2, "spin out of range");
-    conn_set_spin(u->conn, (long)(t * 1e6));
+    {
+        int i;
+        u->r->spin_us = (long)(t * 1e6);
+        for (i = 0; i < u->r->nconns; i++)
+            if (u->r->conns[i]) conn_set_spin(u->r->conns[i], u->r->spin_us);
+    }
     return 0;
 }
 
@@ -445,9 +579,13 @@ static int meth_close(lua_State *L) {
         wd_release(u->wd);
         u->wd = NULL;
     }
-    if (u->conn != NULL) {
-        conn_free(u->conn);
-        u->conn = NULL;
+    if (u->r != NULL) {
+        router_free(u->r);
+        u->r = NULL;
+    }
+    if (u->t != NULL) {
+        topo_release(u->t);
+        u->t = NULL;
     }
     lua_pushboolean(L, 1);
     return 1;
@@ -455,26 +593,40 @@ static int meth_close(lua_State *L) {
 
 static int meth_closed(lua_State *L) {
     client_ud *u = (client_ud *)luaL_checkudata(L, 1, CLIENT_MT);
-    lua_pushboolean(L, u->conn == NULL);
+    lua_pushboolean(L, u->t == NULL);
     return 1;
 }
 
 /* Names the endpoint, never the password. */
 static int meth_tostring(lua_State *L) {
     client_ud *u = (client_ud *)luaL_checkudata(L, 1, CLIENT_MT);
+    static const char *const modes[] = {"", "sentinel ", "cluster "};
     char where[160];
-    if (u->conn == NULL) {
+    if (u->t == NULL) {
         lua_pushstring(L, "redislock.client (closed)");
         return 1;
     }
-    conn_describe(u->conn, where, sizeof where);
-    lua_pushfstring(L, "redislock.client (%s)", where);
+    if (u->t->mode == TOPO_SINGLE) {
+        topo_node n;
+        memset(&n, 0, sizeof n);
+        n.host = u->t->cfg.host;
+        n.port = u->t->cfg.port;
+        n.path = u->t->cfg.path;
+        topo_node_describe(&n, where, sizeof where);
+    } else if (u->t->nseeds > 0) {
+        topo_node_describe(&u->t->seeds[0], where, sizeof where);
+    } else {
+        snprintf(where, sizeof where, "?");
+    }
+    lua_pushfstring(L, "redislock.client (%s%s)", modes[u->t->mode], where);
     return 1;
 }
 
 static const luaL_Reg client_methods[] = {
     {"script", meth_script},
     {"command", meth_command},
+    {"replicas", meth_replicas},
+    {"wait_client", meth_wait_client},
     {"watch", meth_watch},
     {"losses", meth_losses},
     {"fd", meth_fd},

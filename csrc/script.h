@@ -23,12 +23,6 @@ const script_def *script_find(const char *name);
 size_t script_count(void);
 const script_def *script_at(size_t i);
 
-/* Runs s with nargs arguments (its nkeys keys first) as EVALSHA, and once
- * more as EVAL when Redis answers NOSCRIPT (script cache flushed, server
- * restarted or failed over). Reply and error rules are conn_command's. */
-redisReply *script_call(conn *c, const script_def *s, int nargs,
-                        const char **args, const size_t *lens);
-
 /* Is r Redis' NOSCRIPT error? */
 int script_is_noscript(const redisReply *r);
 

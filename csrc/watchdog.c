@@ -14,26 +14,21 @@
 #include <unistd.h>
 
 #include "monotime.h"
+#include "slot.h"
 
-wd *wd_new(const conn_config *cfg, const sock_addrs *addrs, char *errbuf, size_t errlen) {
+wd *wd_new(topo *t, char *errbuf, size_t errlen) {
     wd *w = calloc(1, sizeof *w);
     if (w == NULL) goto nomem;
     w->wake_fd = -1;
     w->losses.efd = -1;
-    if (conn_config_copy(&w->cfg, cfg) != 0) goto nomem;
-    w->addrs = *addrs;
-    w->links = calloc(1, sizeof *w->links);
-    if (w->links == NULL) goto nomem;
-    w->nlinks = 1;
-    w->links[0].c = conn_new(cfg);
-    if (w->links[0].c == NULL) goto nomem;
-    w->links[0].c->may_resolve = 0;
-    conn_set_addrs(w->links[0].c, addrs);
+    if (conn_config_copy(&w->cfg, &t->cfg) != 0) goto nomem;
     if (wd_losses_init(&w->losses) != 0 ||
         (w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
         snprintf(errbuf, errlen, "cannot make an eventfd: %s", strerror(errno));
         goto fail;
     }
+    topo_retain(t);
+    w->t = t;
     w->refs = 1;
     w->pid = getpid();
     pthread_mutex_init(&w->mu, NULL);
@@ -43,10 +38,6 @@ nomem:
     snprintf(errbuf, errlen, "out of memory");
 fail:
     if (w) {
-        if (w->links) {
-            if (w->links[0].c) conn_free(w->links[0].c);
-            free(w->links);
-        }
         if (w->wake_fd >= 0) close(w->wake_fd);
         wd_losses_free(&w->losses);
         conn_config_free(&w->cfg);
@@ -58,14 +49,6 @@ fail:
 void wd_retain(wd *w) {
     pthread_mutex_lock(&w->mu);
     w->refs++;
-    pthread_mutex_unlock(&w->mu);
-}
-
-void wd_set_addrs(wd *w, const sock_addrs *addrs) {
-    int i;
-    pthread_mutex_lock(&w->mu);
-    w->addrs = *addrs;
-    for (i = 0; i < w->nlinks; i++) conn_set_addrs(w->links[i].c, addrs);
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -115,6 +98,8 @@ void wd_release(wd *w) {
     for (k = 0; k < w->ids.cap; k++)
         if (w->ids.keys[k] != 0) wd_entry_free(w, w->ids.vals[k]);
     free(w->links);
+    if (w->snap) topo_snap_put(w->t, w->snap);
+    topo_release(w->t);
     wd_idmap_free(&w->ids);
     wd_heap_free(&w->heap);
     wd_losses_free(&w->losses);
@@ -125,39 +110,62 @@ void wd_release(wd *w) {
 }
 
 /* Makes and checks a connection for the thread now, from the calling
- * thread (which may wait: it is taking a lock), if the thread has none:
- * a wrong password, an ACL, fd exhaustion or a bad socket path then fails
- * the acquire with its real cause, instead of showing up later as a fresh
- * lock lost "unreachable". */
-static int wd_check_path(wd *w, char *errbuf, size_t errlen) {
-    wd_link *l = &w->links[0];
-    sock_addrs addrs;
+ * thread (which may wait: it is taking a lock), if the thread has none to
+ * the node of the key: a wrong password, an ACL, fd exhaustion or a bad
+ * socket path then fails the acquire with its real cause, instead of
+ * showing up later as a fresh lock lost "unreachable". */
+static int wd_check_path(wd *w, const char *key, size_t klen, char *errbuf, size_t errlen) {
+    topo_snap *s = topo_snap_get(w->t);
+    topo_node node;
+    wd_link *l;
     conn *c;
-    int down;
+    int i, down;
+    if (s == NULL) {
+        snprintf(errbuf, errlen, "no topology loaded");
+        return -1;
+    }
+    i = topo_node_of(s, key, klen);
+    if (i < 0) {
+        topo_snap_put(w->t, s);
+        snprintf(errbuf, errlen, "no node serves this key's slot");
+        return -1;
+    }
     pthread_mutex_lock(&w->mu);
-    down = l->c->fd < 0;
-    addrs = w->addrs;
-    pthread_mutex_unlock(&w->mu);
-    if (!down) return 0;
-    c = conn_new(&w->cfg);   /* cfg never changes after wd_new */
-    if (c == NULL) {
+    if (wd_links_sync(w, monotime_ms()) != 0) {
+        pthread_mutex_unlock(&w->mu);
+        topo_snap_put(w->t, s);
         snprintf(errbuf, errlen, "out of memory");
         return -1;
     }
-    c->may_resolve = 0;
-    conn_set_addrs(c, &addrs);
+    l = wd_link_find(w, &s->nodes[i]);
+    down = l == NULL || l->c->fd < 0;
+    pthread_mutex_unlock(&w->mu);
+    if (!down) {
+        topo_snap_put(w->t, s);
+        return 0;
+    }
+    node = s->nodes[i];                      /* a shallow copy: s is held */
+    c = wd_link_conn(w, &node);
+    if (c == NULL) {
+        topo_snap_put(w->t, s);
+        snprintf(errbuf, errlen, "out of memory");
+        return -1;
+    }
     if (conn_ensure(c) != 0) {
         snprintf(errbuf, errlen, "%s", c->errstr);
         conn_free(c);
+        topo_snap_put(w->t, s);
         return -1;
     }
     pthread_mutex_lock(&w->mu);
-    if (l->c->fd < 0 && !w->inherited) {
+    l = w->inherited ? NULL : wd_link_find(w, &node);
+    if (l && l->c->fd < 0 && l->n == 0) {
         conn *old = l->c;
         l->c = c;
         c = old;
     }
     pthread_mutex_unlock(&w->mu);
+    topo_snap_put(w->t, s);
     conn_free(c);
     return 0;
 }
@@ -184,7 +192,7 @@ int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t tokl
         return -1;
     }
     pthread_mutex_unlock(&w->mu);
-    if (wd_check_path(w, errbuf, errlen) != 0) return -1;
+    if (wd_check_path(w, key, klen, errbuf, errlen) != 0) return -1;
 
     e = calloc(1, sizeof *e);
     if (e == NULL || (e->key = malloc(klen ? klen : 1)) == NULL) {
@@ -210,7 +218,7 @@ int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t tokl
     e->pid = getpid();
     e->state = WD_HELD;
     e->heap_pos = -1;
-    e->link = 0;
+    e->slot = w->t->mode == TOPO_CLUSTER ? slot_of(key, klen) : -1;
 
     pthread_mutex_lock(&w->mu);
     e->id = wd_ids_next();
@@ -221,10 +229,17 @@ int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t tokl
     /* Room for everything this lock may need later, so that nothing after
      * this point (a renewal, a loss report) can fail for lack of memory. */
     if (wd_idmap_reserve(&w->ids) != 0 || wd_heap_reserve(&w->heap, w->nentries + 1) != 0 ||
-        wd_losses_reserve(&w->losses, w->nentries + 1) != 0 ||
-        wd_link_reserve(&w->links[e->link], w->nentries + 1) != 0) {
+        wd_losses_reserve(&w->losses, w->nentries + 1) != 0) {
         snprintf(errbuf, errlen, "out of memory");
         goto fail;
+    }
+    {
+        int i;
+        for (i = 0; i < w->nlinks; i++)
+            if (wd_link_reserve(&w->links[i], w->nentries * 2 + 2) != 0) {
+                snprintf(errbuf, errlen, "out of memory");
+                goto fail;
+            }
     }
     if (w->stopped) {
         snprintf(errbuf, errlen, "client closed");
@@ -258,7 +273,10 @@ void wd_unwatch(wd *w, uint64_t id) {
         w->stats.watched--;
         wd_heap_remove(&w->heap, e);
         /* In a fork child the parent's requests were forgotten: not queued. */
-        if (e->queued) wd_link_unqueue(&w->links[e->link], e);
+        if (e->queued) {
+            int i;
+            for (i = 0; i < w->nlinks && e->queued; i++) wd_link_unqueue(&w->links[i], e);
+        }
         if (e->queued)
             e->orphaned = 1;   /* already on the wire: freed at its answer */
         else

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "conn.h"
+#include "topo.h"
 
 typedef struct wd wd;
 
@@ -35,17 +36,15 @@ typedef struct wd_stats {
     uint64_t last_batch;     /* renewals in the most recent pass */
 } wd_stats;
 
-/* A watchdog for the endpoint in cfg (copied) at the addresses the caller
- * resolved (the thread never resolves a name). The thread starts at the
- * first watched lock. NULL with a message in errbuf (no memory, no fd for
- * its eventfds). Reference count 1. */
-wd *wd_new(const conn_config *cfg, const sock_addrs *addrs, char *errbuf, size_t errlen);
+/* A watchdog for the nodes of topology t (shared, and kept alive): one
+ * connection per node it renews on, at the addresses the topology resolved
+ * (the thread never resolves a name). The thread starts at the first
+ * watched lock. NULL with a message in errbuf (no memory, no fd for its
+ * eventfds). Reference count 1. */
+wd *wd_new(topo *t, char *errbuf, size_t errlen);
 void wd_retain(wd *w);
 /* Drops a reference; the last one stops and joins the thread and frees all. */
 void wd_release(wd *w);
-
-/* The endpoint's addresses changed (the Lua side resolved it again). */
-void wd_set_addrs(wd *w, const sock_addrs *addrs);
 
 /* Stops renewing (client closed): wakes and joins the thread at once;
  * entries keep their state, and anything still held becomes WD_STOPPED

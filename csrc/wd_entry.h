@@ -30,7 +30,7 @@ typedef struct wd_entry {
                                renewal is answered or its link dropped */
     int raced;              /* the Lua side extended it while queued */
     int64_t last_done;      /* when the last renewal answer was applied */
-    int link;               /* which of the watchdog's links renews it */
+    int slot;               /* its key's Cluster slot (-1: not a cluster) */
     int heap_pos;           /* index in the heap, -1 when not scheduled */
 } wd_entry;
 

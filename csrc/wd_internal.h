@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "conn.h"
+#include "topo.h"
 #include "watchdog.h"
 #include "wd_entry.h"
 #include "wd_heap.h"
@@ -23,17 +24,20 @@
 
 #define WD_RETRY_MIN_MS 10      /* a failed renewal is retried after ttl/10, at least this */
 
-/* A renewal sent on a link and not yet answered. */
+/* A renewal sent on a link and not yet answered (e NULL: an ASKING ahead
+ * of one, whose reply is only read). */
 typedef struct wd_req {
     wd_entry *e;
     int64_t ttl_ms;         /* the lease it asked for */
     int64_t sent_at;        /* ms, when it was queued: the lease counts from here */
     uint64_t from, to;      /* its bytes in the link's stream (conn offsets) */
     int eval;               /* sent as EVAL, after a NOSCRIPT */
+    int asking;             /* sent after ASKING (a slot being migrated) */
 } wd_req;
 
 /* The watchdog's connection to one node, with its requests in order. */
 typedef struct wd_link {
+    topo_node node;         /* which node (a copy) */
     conn *c;                /* may_resolve = 0: the thread never resolves */
     wd_req *q;              /* ring: oldest at head */
     uint32_t head, n, cap;
@@ -55,10 +59,12 @@ struct wd {
                                it is awake, INT64_MAX when only wake_fd ends
                                it. A lock due no earlier needs no wakeup. */
 
-    conn_config cfg;        /* the endpoint and its settings */
-    sock_addrs addrs;       /* resolved by the Lua side */
-    wd_link *links;
+    topo *t;                /* where keys live (shared with the Lua side) */
+    topo_snap *snap;        /* the snapshot links is built for */
+    conn_config cfg;        /* settings for the links (the topology's) */
+    wd_link *links;         /* one per node of snap */
     int nlinks;
+    int want_refresh;       /* a redirect or a refused master: reload t */
 
     wd_idmap ids;           /* id -> entry, for the Lua side's calls */
     wd_heap heap;           /* renewals by time */
@@ -74,12 +80,16 @@ void wd_mark_lost(wd *w, wd_entry *e, int state);
 void wd_entry_free(wd *w, wd_entry *e);
 void wd_collect(wd *w, int64_t now);
 void wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now);
+wd_link *wd_route(wd *w, const wd_entry *e);
 void wd_apply_failure(wd *w, wd_entry *e, int64_t now);
 int64_t wd_retry_at(const wd_entry *e, int64_t now);
 
 /* wd_link.c: with w->mu held; never blocks. */
 int wd_link_reserve(wd_link *l, uint32_t total);
-int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int eval, int64_t sent_at);
+int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int eval, int asking, int64_t sent_at);
+int wd_links_sync(wd *w, int64_t now);
+wd_link *wd_link_find(wd *w, const topo_node *n);
+conn *wd_link_conn(wd *w, const topo_node *n);
 void wd_link_unqueue(wd_link *l, wd_entry *e);
 void wd_link_pump(wd *w, wd_link *l, int64_t now);
 void wd_link_expire(wd *w, wd_link *l, int64_t now);

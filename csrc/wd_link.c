@@ -42,16 +42,29 @@ int wd_link_reserve(wd_link *l, uint32_t total) {
     return 0;
 }
 
-/* EVALSHA (or EVAL) extend 1 key token ttl, queued on the link's conn. */
-int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int eval, int64_t sent_at) {
+/* EVALSHA (or EVAL) extend 1 key token ttl, queued on the link's conn,
+ * after an ASKING when the slot is being migrated to this node. */
+int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int eval, int asking, int64_t sent_at) {
     static const script_def *extend;
     const char *argv[6];
     size_t lens[6];
     char ttl[24];
-    uint64_t from = l->c->queued_total;
+    uint64_t from;
     wd_req *req;
     if (extend == NULL) extend = script_find("extend");
-    if (l->n >= l->cap) return -1;   /* reserved at watch: cannot happen */
+    /* room was reserved at watch; an ASKING may need one more */
+    if (l->n + 2 > l->cap && wd_link_reserve(l, l->n + 2) != 0) return -1;
+    if (asking) {
+        static const char *ask[1] = {"ASKING"};
+        static const size_t ask_len[1] = {6};
+        from = l->c->queued_total;
+        if (conn_append(l->c, 1, ask, ask_len) != 0) return -1;
+        req = wd_link_at(l, l->n++);
+        memset(req, 0, sizeof *req);
+        req->from = from;
+        req->to = l->c->queued_total;
+    }
+    from = l->c->queued_total;
     argv[0] = eval ? "EVAL" : "EVALSHA";
     lens[0] = eval ? 4 : 7;
     argv[1] = eval ? extend->source : extend->sha;
@@ -72,6 +85,7 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int eval, int64_t sent_at) {
     req->from = from;
     req->to = l->c->queued_total;
     req->eval = eval;
+    req->asking = asking;
     e->queued = 1;
     e->flight_end = sent_at + e->ttl_ms - lease_drift_ms(e->ttl_ms);
     w->stats.renewals++;
@@ -85,32 +99,39 @@ void wd_link_unqueue(wd_link *l, wd_entry *e) {
     while (i > 0) {
         wd_req *req = wd_link_at(l, i - 1);
         uint64_t len;
+        uint32_t first;
         if (req->from < l->c->sent_total) return;
         if (req->e != e) {
             i--;
             continue;
         }
-        len = req->to - req->from;
-        if (conn_unqueue(l->c, req->from, req->to) != 0) return;
+        /* with the ASKING queued just before it, if any */
+        first = i - 1;
+        if (req->asking && first > 0 && wd_link_at(l, first - 1)->e == NULL &&
+            wd_link_at(l, first - 1)->from >= l->c->sent_total)
+            first--;
+        len = req->to - wd_link_at(l, first)->from;
+        if (conn_unqueue(l->c, wd_link_at(l, first)->from, req->to) != 0) return;
         for (j = i; j < l->n; j++) {
             wd_req *next = wd_link_at(l, j);
             next->from -= len;
             next->to -= len;
-            *wd_link_at(l, j - 1) = *next;
+            *wd_link_at(l, first + (j - i)) = *next;
         }
-        l->n--;
+        l->n -= i - first;
         e->queued = 0;
         return;
     }
 }
 
 void wd_link_drop(wd *w, wd_link *l, int64_t now) {
+    if (l->c->err == CONN_ECONNECT && w->t->mode != TOPO_SINGLE) w->want_refresh = 1;
     conn_drop(l->c);
     while (l->n > 0) {
         wd_entry *e = wd_link_at(l, 0)->e;
         l->head = (l->head + 1) % l->cap;
         l->n--;
-        wd_apply_failure(w, e, now);
+        if (e) wd_apply_failure(w, e, now);
     }
     l->head = 0;
     l->revents = 0;
@@ -154,7 +175,7 @@ void wd_link_pump(wd *w, wd_link *l, int64_t now) {
         req = *wd_link_at(l, 0);
         l->head = (l->head + 1) % l->cap;
         l->n--;
-        wd_apply_reply(w, l, &req, r, now);
+        if (req.e) wd_apply_reply(w, l, &req, r, now);   /* else ASKING's +OK */
         freeReplyObject(r);
     }
     if (c->fd >= 0 && conn_flush_some(c) < 0) wd_link_drop(w, l, now);
@@ -172,7 +193,7 @@ void wd_link_expire(wd *w, wd_link *l, int64_t now) {
     }
     for (i = 0; i < l->n; i++) {
         wd_entry *e = wd_link_at(l, i)->e;
-        if (!e->orphaned && e->state == WD_HELD && now >= e->lease_end) {
+        if (e && !e->orphaned && e->state == WD_HELD && now >= e->lease_end) {
             wd_mark_lost(w, e, WD_UNREACHABLE);
             dead = 1;
         }
@@ -194,7 +215,7 @@ int64_t wd_link_next_deadline(const wd *w, const wd_link *l) {
         t = l->since + w->cfg.connect_timeout_ms;
     for (i = 0; i < l->n; i++) {
         const wd_entry *e = wd_link_at(l, i)->e;
-        if (!e->orphaned && e->state == WD_HELD && e->lease_end < t) t = e->lease_end;
+        if (e && !e->orphaned && e->state == WD_HELD && e->lease_end < t) t = e->lease_end;
     }
     if (l->n > 0 && w->cfg.timeout_ms > 0) {
         int64_t d = wd_link_at(l, 0)->sent_at + w->cfg.timeout_ms;
@@ -212,5 +233,84 @@ short wd_link_events(const wd_link *l) {
 void wd_link_free(wd_link *l) {
     conn_free(l->c);
     free(l->q);
+    topo_node_clear(&l->node);
     memset(l, 0, sizeof *l);
+}
+
+/* A conn for node n with the watchdog's settings: it never resolves a
+ * name, it uses the address the topology resolved. */
+conn *wd_link_conn(wd *w, const topo_node *n) {
+    conn_config cfg = w->cfg;
+    conn *c;
+    cfg.host = n->host;
+    cfg.port = n->port;
+    cfg.path = n->path;
+    if (w->t->mode == TOPO_CLUSTER) cfg.db = 0;
+    c = conn_new(&cfg);
+    if (c == NULL) return NULL;
+    c->may_resolve = 0;
+    if (n->addrs.n > 0) conn_set_addrs(c, &n->addrs);
+    return c;
+}
+
+wd_link *wd_link_find(wd *w, const topo_node *n) {
+    int i;
+    for (i = 0; i < w->nlinks; i++)
+        if (topo_node_same(&w->links[i].node, n)) return &w->links[i];
+    return NULL;
+}
+
+/* Follows the topology: one link per node of the current snapshot, keeping
+ * the links (their connections and requests) to nodes still there; the
+ * requests of the others fail and are retried on their new node. 0, or -1
+ * when out of memory (then the old links stay). */
+int wd_links_sync(wd *w, int64_t now) {
+    topo_snap *s;
+    wd_link *links;
+    int i, j;
+    if (w->snap && w->snap->epoch == topo_epoch(w->t)) return 0;
+    s = topo_snap_get(w->t);
+    if (s == NULL) return -1;
+    links = calloc((size_t)(s->nnodes > 0 ? s->nnodes : 1), sizeof *links);
+    if (links == NULL) goto oom;
+    /* first what may fail: links to nodes we have none to */
+    for (i = 0; i < s->nnodes; i++) {
+        wd_link *l = &links[i];
+        if (wd_link_find(w, &s->nodes[i])) continue;
+        l->node = s->nodes[i];
+        l->node.host = s->nodes[i].host ? strdup(s->nodes[i].host) : NULL;
+        l->node.path = s->nodes[i].path ? strdup(s->nodes[i].path) : NULL;
+        l->c = wd_link_conn(w, &s->nodes[i]);
+        if ((s->nodes[i].host && !l->node.host) || (s->nodes[i].path && !l->node.path) ||
+            l->c == NULL || wd_link_reserve(l, w->nentries * 2 + 2) != 0)
+            goto oom;
+    }
+    /* then what cannot: moving the links we keep */
+    for (i = 0; i < s->nnodes; i++) {
+        wd_link *old;
+        if (links[i].c) continue;
+        old = wd_link_find(w, &s->nodes[i]);
+        links[i] = *old;
+        memset(old, 0, sizeof *old);
+        if (s->nodes[i].addrs.n > 0) conn_set_addrs(links[i].c, &s->nodes[i].addrs);
+    }
+    for (j = 0; j < w->nlinks; j++)
+        if (w->links[j].c) {
+            wd_link_drop(w, &w->links[j], now);
+            wd_link_free(&w->links[j]);
+        }
+    free(w->links);
+    if (w->snap) topo_snap_put(w->t, w->snap);
+    w->links = links;
+    w->nlinks = s->nnodes;
+    w->snap = s;
+    return 0;
+oom:
+    if (links) {
+        for (i = 0; i < s->nnodes; i++)
+            if (links[i].c || links[i].node.host || links[i].node.path) wd_link_free(&links[i]);
+        free(links);
+    }
+    topo_snap_put(w->t, s);
+    return -1;
 }

@@ -16,7 +16,9 @@
 #include "wd_internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 
+#include "cluster.h"
 #include "lease.h"
 #include "script.h"
 
@@ -64,8 +66,19 @@ void wd_apply_failure(wd *w, wd_entry *e, int64_t now) {
     wd_heap_push(&w->heap, e);
 }
 
+/* The link for e's key in the watchdog's snapshot, or NULL (no node
+ * serves its slot: the map is being changed). */
+wd_link *wd_route(wd *w, const wd_entry *e) {
+    uint16_t node = 0;
+    if (w->snap == NULL || w->nlinks == 0) return NULL;
+    if (w->snap->slot_node) node = e->slot >= 0 ? w->snap->slot_node[e->slot] : TOPO_NO_NODE;
+    return node < w->nlinks ? &w->links[node] : NULL;
+}
+
 void wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now) {
     wd_entry *e = req->e;
+    topo_node target;
+    int redirect;
     e->queued = 0;
     e->last_done = now;
     if (e->orphaned) {
@@ -74,11 +87,31 @@ void wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, i
     }
     if (e->state != WD_HELD) return;
     if (!req->eval && script_is_noscript(r)) {
-        /* The script cache was flushed (or this is a new server): the
-         * script did not run, so EVAL runs it exactly once. The lease still
-         * counts from the first send. */
-        if (wd_link_queue(w, l, e, 1, req->sent_at) != 0) wd_apply_failure(w, e, now);
+        /* The script cache was flushed (or this node never saw it: the
+         * cache is per node): the script did not run, so EVAL runs it
+         * exactly once, here. The lease still counts from the first send. */
+        if (wd_link_queue(w, l, e, 1, req->asking, req->sent_at) != 0) wd_apply_failure(w, e, now);
         return;
+    }
+    memset(&target, 0, sizeof target);
+    redirect = w->t->mode == TOPO_SINGLE ? CLUSTER_NONE : cluster_redirect_of(r, &target);
+    if (redirect == CLUSTER_ASK) {
+        /* the slot is moving: this one renewal goes to the new node */
+        wd_link *to = wd_link_find(w, &target);
+        topo_node_clear(&target);
+        if (to && (to->c->fd >= 0 || conn_start(to->c) >= 0) &&
+            wd_link_queue(w, to, e, 0, 1, req->sent_at) == 0)
+            return;
+        w->want_refresh = 1;
+        wd_apply_failure(w, e, now);
+        return;
+    }
+    topo_node_clear(&target);
+    if (redirect == CLUSTER_MOVED || redirect == CLUSTER_READONLY) {
+        /* the map changed, or our master is a replica now: reload the
+         * topology and renew on the right node */
+        w->want_refresh = 1;
+        if (redirect == CLUSTER_READONLY) conn_drop(l->c);
     }
     if (r->type != REDIS_REPLY_INTEGER) {
         wd_apply_failure(w, e, now);   /* a redis error: retried like an outage */
@@ -126,15 +159,21 @@ void wd_collect(wd *w, int64_t now) {
             wd_mark_lost(w, e, WD_MAX_HOLD);
             continue;
         }
-        l = &w->links[e->link];
+        l = wd_route(w, e);
+        if (l == NULL) {
+            w->want_refresh = 1;
+            wd_apply_failure(w, e, now);
+            continue;
+        }
         if (l->c->fd < 0) {
             l->since = now;
             if (conn_start(l->c) < 0) {
+                if (w->t->mode != TOPO_SINGLE) w->want_refresh = 1;
                 wd_apply_failure(w, e, now);
                 continue;
             }
         }
-        if (wd_link_queue(w, l, e, 0, now) != 0) {
+        if (wd_link_queue(w, l, e, 0, 0, now) != 0) {
             wd_apply_failure(w, e, now);
             continue;
         }

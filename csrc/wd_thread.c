@@ -43,44 +43,96 @@ static int64_t wd_next_wake(const wd *w) {
     return t;
 }
 
+/* The earliest lease end of a held lock: a refresh may not outlast it. */
+static int64_t wd_earliest_end(const wd *w) {
+    int64_t t = INT64_MAX;
+    uint32_t i;
+    for (i = 0; i < w->ids.cap; i++) {
+        const wd_entry *e = w->ids.vals[i];
+        if (w->ids.keys[i] != 0 && e->state == WD_HELD && e->pid == w->pid && e->lease_end < t)
+            t = e->lease_end;
+    }
+    return t;
+}
+
+/* A redirect or a refused master asked for it: reload the topology (ask the
+ * sentinels, or CLUSTER SLOTS), without the mutex, by the earliest of the
+ * connect timeout and the first lease end, so that a slow sentinel never
+ * delays a loss report past it. */
+static void wd_refresh(wd *w, int64_t now) {
+    uint64_t seen = w->snap ? w->snap->epoch : 0;
+    int64_t end = wd_earliest_end(w), until = now + (w->cfg.connect_timeout_ms > 0 ? w->cfg.connect_timeout_ms : 2000);
+    char err[CONN_ERRSTR_LEN];
+    const char *kind;
+    if (end < until) until = end;
+    w->want_refresh = 0;
+    if (until <= now) return;
+    pthread_mutex_unlock(&w->mu);
+    topo_refresh(w->t, seen, 0, until * 1000, err, sizeof err, &kind);
+    pthread_mutex_lock(&w->mu);
+}
+
 static void *wd_main(void *arg) {
     wd *w = arg;
-    struct pollfd *pfd;
+    struct pollfd *pfd = NULL;
+    int npfd = 0;
     pthread_mutex_lock(&w->mu);
-    /* links are fixed for a watchdog's life: sized once */
-    pfd = calloc((size_t)w->nlinks + 1, sizeof *pfd);
-    while (pfd != NULL && !w->stopping) {
+    while (!w->stopping) {
         int64_t now = monotime_ms(), next;
         int i, timeout;
+        if (w->want_refresh) {
+            wd_refresh(w, now);
+            continue;
+        }
+        wd_links_sync(w, now);
+        if (npfd < w->nlinks + 1) {
+            struct pollfd *p = realloc(pfd, (size_t)(w->nlinks + 1) * sizeof *p);
+            if (p == NULL) {
+                /* cannot happen but for memory exhaustion: try again soon */
+                struct timespec ts = {0, 10000000};
+                pthread_mutex_unlock(&w->mu);
+                nanosleep(&ts, NULL);
+                pthread_mutex_lock(&w->mu);
+                continue;
+            }
+            pfd = p;
+            npfd = w->nlinks + 1;
+        }
         wd_collect(w, now);
         for (i = 0; i < w->nlinks; i++) wd_link_pump(w, &w->links[i], now);
         now = monotime_ms();
         for (i = 0; i < w->nlinks; i++) wd_link_expire(w, &w->links[i], now);
+        if (w->want_refresh) continue;
         next = wd_next_wake(w);
         if (next <= now) continue;
         timeout = next == INT64_MAX ? -1 : (next - now > 86400000 ? 86400000 : (int)(next - now));
         pfd[0].fd = w->wake_fd;
         pfd[0].events = POLLIN;
+        pfd[0].revents = 0;
         for (i = 0; i < w->nlinks; i++) {
             pfd[i + 1].fd = w->links[i].c->fd;
             pfd[i + 1].events = wd_link_events(&w->links[i]);
             pfd[i + 1].revents = 0;
         }
-        w->wake_at = next;
-        pthread_mutex_unlock(&w->mu);
-        if (poll(pfd, (nfds_t)w->nlinks + 1, timeout) < 0 && errno != EINTR) {
-            /* cannot happen with valid fds; do not spin on it */
-            struct timespec ts = {0, 10000000};
-            nanosleep(&ts, NULL);
+        {
+            int n = w->nlinks;
+            w->wake_at = next;
+            pthread_mutex_unlock(&w->mu);
+            if (poll(pfd, (nfds_t)n + 1, timeout) < 0 && errno != EINTR) {
+                /* cannot happen with valid fds; do not spin on it */
+                struct timespec ts = {0, 10000000};
+                nanosleep(&ts, NULL);
+            }
+            pthread_mutex_lock(&w->mu);
+            w->wake_at = 0;
+            if (pfd[0].revents & POLLIN) {
+                uint64_t counter;
+                if (read(w->wake_fd, &counter, sizeof counter) < 0) { /* EAGAIN */ }
+            }
+            /* (the links may have changed meanwhile: match by fd) */
+            for (i = 0; i < n && i < w->nlinks; i++)
+                if (pfd[i + 1].fd == w->links[i].c->fd) w->links[i].revents = pfd[i + 1].revents;
         }
-        pthread_mutex_lock(&w->mu);
-        w->wake_at = 0;
-        if (pfd[0].revents & POLLIN) {
-            uint64_t counter;
-            if (read(w->wake_fd, &counter, sizeof counter) < 0) { /* EAGAIN */ }
-        }
-        for (i = 0; i < w->nlinks; i++)
-            if (pfd[i + 1].fd == w->links[i].c->fd) w->links[i].revents = pfd[i + 1].revents;
     }
     pthread_mutex_unlock(&w->mu);
     free(pfd);

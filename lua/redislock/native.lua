@@ -16,12 +16,12 @@ Native.__index = Native
 -- wrong address or password, or a server that does not answer, fails here.
 -- syntax: ch, err, kind = native.open(cfg)
 function _M.open(cfg)
-  local probe = {}
-  for k, v in pairs(cfg) do probe[k] = v end
-  probe.probe = true  -- also read INFO memory (the eviction check)
-  local main, err, kind = core.connect(probe)
+  local main_cfg = {}
+  for k, v in pairs(cfg) do main_cfg[k] = v end
+  main_cfg.probe = true  -- also read INFO memory (the eviction check)
+  local main, err, kind = core.connect(main_cfg)
   if not main then return nil, err, kind end
-  return setmetatable({ _main = main, _cfg = cfg, _wait = nil }, Native)
+  return setmetatable({ _main = main, _wait = nil }, Native)
 end
 
 function Native:script(...) return self._main:script(...) end
@@ -37,9 +37,9 @@ function Native:command(...) return self._main:command(...) end
 function Native:block(key, seconds, exact, spin)
   local conn = self._wait
   if not conn then
-    local err, kind
-    conn, err, kind = core.connect(self._cfg)
-    if not conn then return nil, err, kind end
+    -- the same topology (one node, the Sentinel's master, the Cluster's
+    -- map), connections of its own
+    conn = self._main:wait_client()
     self._wait = conn
   end
   conn:set_timeout(seconds + (exact and 0.005 or 0.25))

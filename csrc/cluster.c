@@ -1,0 +1,185 @@
+/*
+ * cluster.c: CLUSTER SLOTS into a slot map, and redirects (see cluster.h).
+ */
+#define _GNU_SOURCE
+#include "cluster.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deadline.h"
+#include "monotime.h"
+#include "slot.h"
+
+#define CLUSTER_TRY_MS 1000
+
+static int cluster_reply_is(const redisReply *r, const char *word) {
+    size_t n = strlen(word);
+    return r && r->type == REDIS_REPLY_ERROR && r->len >= n && memcmp(r->str, word, n) == 0 &&
+           (r->len == n || r->str[n] == ' ');
+}
+
+int cluster_redirect_of(const redisReply *r, topo_node *target) {
+    const char *p, *end;
+    int ask;
+    if (r == NULL || r->type != REDIS_REPLY_ERROR) return CLUSTER_NONE;
+    if (cluster_reply_is(r, "TRYAGAIN")) return CLUSTER_TRYAGAIN;
+    if (cluster_reply_is(r, "CLUSTERDOWN")) return CLUSTER_DOWN;
+    if (cluster_reply_is(r, "READONLY")) return CLUSTER_READONLY;
+    ask = cluster_reply_is(r, "ASK");
+    if (!ask && !cluster_reply_is(r, "MOVED")) return CLUSTER_NONE;
+    /* "MOVED 3999 127.0.0.1:6381": the address is the last word */
+    end = r->str + r->len;
+    p = end;
+    while (p > r->str && p[-1] != ' ') p--;
+    if (p == r->str || topo_node_parse(p, (size_t)(end - p), target) != 0) return CLUSTER_NONE;
+    return ask ? CLUSTER_ASK : CLUSTER_MOVED;
+}
+
+/* The index of the node host:port in s, added if new; -1 when full. */
+static int cluster_node_index(topo_snap *s, const char *host, size_t hlen, int port) {
+    int i;
+    for (i = 0; i < s->nnodes; i++)
+        if (s->nodes[i].port == port && strlen(s->nodes[i].host) == hlen &&
+            memcmp(s->nodes[i].host, host, hlen) == 0)
+            return i;
+    if (s->nnodes >= TOPO_MAX_NODES) return -1;
+    s->nodes[s->nnodes].host = strndup(host, hlen);
+    if (s->nodes[s->nnodes].host == NULL) return -1;
+    s->nodes[s->nnodes].port = port;
+    return s->nnodes++;
+}
+
+topo_snap *cluster_parse_slots(const redisReply *r, const topo_node *asked, char *err, size_t errlen) {
+    topo_snap *s;
+    size_t i;
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+        snprintf(err, errlen, "CLUSTER SLOTS: not an array");
+        return NULL;
+    }
+    s = topo_snap_new(TOPO_MAX_NODES, 1);
+    if (s == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->nnodes = 0;
+    for (i = 0; i < r->elements; i++) {
+        const redisReply *range = r->element[i], *m;
+        const char *host;
+        size_t hlen;
+        long long lo, hi, k;
+        int idx;
+        if (range->type != REDIS_REPLY_ARRAY || range->elements < 3 ||
+            range->element[0]->type != REDIS_REPLY_INTEGER ||
+            range->element[1]->type != REDIS_REPLY_INTEGER ||
+            range->element[2]->type != REDIS_REPLY_ARRAY || range->element[2]->elements < 2)
+            goto bad;
+        lo = range->element[0]->integer;
+        hi = range->element[1]->integer;
+        m = range->element[2];
+        if (lo < 0 || hi >= SLOT_COUNT || lo > hi || m->element[0]->type != REDIS_REPLY_STRING ||
+            m->element[1]->type != REDIS_REPLY_INTEGER || m->element[1]->integer < 1 ||
+            m->element[1]->integer > 65535)
+            goto bad;
+        host = m->element[0]->str;
+        hlen = m->element[0]->len;
+        if (hlen == 0 || (hlen == 1 && host[0] == '?')) {
+            /* "" means the node we asked; "?" a node whose address is unknown */
+            if (hlen == 1 || asked == NULL || asked->host == NULL) continue;
+            host = asked->host;
+            hlen = strlen(host);
+        }
+        idx = cluster_node_index(s, host, hlen, (int)m->element[1]->integer);
+        if (idx < 0) goto bad;
+        for (k = lo; k <= hi; k++) s->slot_node[k] = (uint16_t)idx;
+    }
+    if (s->nnodes == 0) {
+        snprintf(err, errlen, "CLUSTER SLOTS: no slot is served");
+        topo_snap_free(s);
+        return NULL;
+    }
+    return s;
+bad:
+    snprintf(err, errlen, "CLUSTER SLOTS: malformed reply");
+    topo_snap_free(s);
+    return NULL;
+}
+
+/* Asks node n for its view of the cluster. */
+static topo_snap *cluster_ask(topo *t, topo_node *n, int may_resolve, int64_t deadline,
+                              char *err, size_t errlen) {
+    const char *argv[2] = {"CLUSTER", "SLOTS"};
+    size_t lens[2] = {7, 5};
+    conn_config cfg;
+    conn *c;
+    redisReply *r;
+    topo_snap *s = NULL;
+    long left_ms = (long)((deadline - monotime_us()) / 1000);
+    if (left_ms > CLUSTER_TRY_MS) left_ms = CLUSTER_TRY_MS;
+    if (left_ms < 1) left_ms = 1;
+    if (topo_node_resolve(n, may_resolve, deadline, err, errlen) != 0) return NULL;
+    cfg = t->cfg;
+    cfg.host = n->host;
+    cfg.port = n->port;
+    cfg.path = NULL;
+    cfg.db = 0;
+    cfg.connect_timeout_ms = left_ms;
+    cfg.timeout_ms = left_ms;
+    c = conn_new(&cfg);
+    if (c == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->may_resolve = 0;
+    conn_set_addrs(c, &n->addrs);
+    r = conn_command(c, 2, argv, lens);
+    if (r == NULL) {
+        snprintf(err, errlen, "%s", c->errstr);
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(err, errlen, "redis error: %.*s", (int)(r->len > 120 ? 120 : r->len), r->str);
+    } else {
+        s = cluster_parse_slots(r, n, err, errlen);
+    }
+    if (r) freeReplyObject(r);
+    conn_free(c);
+    return s;
+}
+
+int cluster_load(topo *t, int may_resolve, int64_t deadline, topo_snap **out,
+                 char *err, size_t errlen, const char **kind) {
+    topo_snap *cur = topo_snap_get(t), *s = NULL;
+    int i, tried = 0;
+    char last[CONN_ERRSTR_LEN] = "no node given";
+    /* the nodes we know first, then the seeds */
+    for (i = 0; !s && cur && i < cur->nnodes && !deadline_passed(deadline); i++, tried++) {
+        topo_node n = cur->nodes[i];   /* a shallow copy: cur is held */
+        s = cluster_ask(t, &n, may_resolve, deadline, last, sizeof last);
+    }
+    topo_snap_put(t, cur);
+    for (i = 0; !s && i < t->nseeds && !deadline_passed(deadline); i++, tried++) {
+        topo_node n;
+        pthread_mutex_lock(&t->mu);
+        n = t->seeds[i];
+        pthread_mutex_unlock(&t->mu);
+        s = cluster_ask(t, &n, may_resolve, deadline, last, sizeof last);
+        pthread_mutex_lock(&t->mu);
+        if (t->seeds[i].addrs.n == 0) t->seeds[i].addrs = n.addrs;   /* resolved now */
+        pthread_mutex_unlock(&t->mu);
+    }
+    if (s == NULL) {
+        snprintf(err, errlen, "cluster unreachable (asked %d node%s; last: %.140s)", tried,
+                 tried == 1 ? "" : "s", last);
+        *kind = strstr(last, "redis error") ? "redis" : strstr(last, "timed out") ? "timeout" : "connection";
+        return -1;
+    }
+    /* the map's nodes are addresses as the cluster announces them (IPs,
+     * unless it announces host names: those only a thread that may
+     * resolve can reach) */
+    for (i = 0; i < s->nnodes; i++) {
+        char ignore[160];
+        topo_node_resolve(&s->nodes[i], may_resolve, deadline, ignore, sizeof ignore);
+    }
+    *out = s;
+    return 0;
+}

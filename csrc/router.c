@@ -1,0 +1,306 @@
+/*
+ * router.c: a thread's connections to a topology's nodes, and running one
+ * request on the right node (see router.h).
+ */
+#define _GNU_SOURCE
+#include "router.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cluster.h"
+#include "deadline.h"
+#include "monotime.h"
+
+#define ROUTE_MAX_TRIES 8        /* redirects and refreshes per command */
+
+router *router_new(topo *t, int may_resolve) {
+    router *r = calloc(1, sizeof *r);
+    if (r == NULL) return NULL;
+    topo_retain(t);
+    r->t = t;
+    r->may_resolve = may_resolve;
+    r->timeout_ms = t->cfg.timeout_ms;
+    r->last_node = -1;
+    return r;
+}
+
+void router_drop(router *r) {
+    int i;
+    for (i = 0; i < r->nconns; i++)
+        if (r->conns[i]) conn_drop(r->conns[i]);
+}
+
+static void router_clear(router *r) {
+    int i;
+    for (i = 0; i < r->nconns; i++) conn_free(r->conns[i]);
+    free(r->conns);
+    r->conns = NULL;
+    r->nconns = 0;
+    if (r->snap) topo_snap_put(r->t, r->snap);
+    r->snap = NULL;
+}
+
+void router_free(router *r) {
+    if (r == NULL) return;
+    router_clear(r);
+    topo_release(r->t);
+    free(r);
+}
+
+const char *router_kind(const router *r) {
+    return conn_kind(r->err);
+}
+
+static void router_fail(router *r, int err, const char *msg) {
+    r->err = err;
+    snprintf(r->errstr, sizeof r->errstr, "%s", msg);
+}
+
+static void router_fail_conn(router *r, const conn *c) {
+    router_fail(r, c->err, c->errstr);
+}
+
+/* Loads or reloads the topology, within the connect timeout. */
+static int router_refresh(router *r, uint64_t seen) {
+    char err[CONN_ERRSTR_LEN];
+    const char *kind = "connection";
+    int64_t deadline = deadline_in_ms(r->t->cfg.connect_timeout_ms);
+    if (topo_refresh(r->t, seen, r->may_resolve, deadline, err, sizeof err, &kind) != 0) {
+        router_fail(r, strcmp(kind, "timeout") == 0 ? CONN_ETIMEOUT :
+                       strcmp(kind, "redis") == 0 ? CONN_EREDIS :
+                       strcmp(kind, "memory") == 0 ? CONN_ENOMEM : CONN_ECONNECT, err);
+        return -1;
+    }
+    return 0;
+}
+
+int router_sync(router *r) {
+    topo_snap *s;
+    conn **conns;
+    int i, j;
+    if (topo_epoch(r->t) == 0 && router_refresh(r, 0) != 0) return -1;
+    if (r->snap && r->snap->epoch == topo_epoch(r->t)) return 0;
+    s = topo_snap_get(r->t);
+    conns = calloc((size_t)(s->nnodes > 0 ? s->nnodes : 1), sizeof *conns);
+    if (conns == NULL) {
+        topo_snap_put(r->t, s);
+        router_fail(r, CONN_ENOMEM, "out of memory");
+        return -1;
+    }
+    /* keep the connections to nodes that are still there */
+    for (i = 0; i < s->nnodes; i++)
+        for (j = 0; r->snap && j < r->nconns; j++)
+            if (r->conns[j] && topo_node_same(&s->nodes[i], &r->snap->nodes[j])) {
+                conns[i] = r->conns[j];
+                r->conns[j] = NULL;
+                if (s->nodes[i].addrs.n > 0) conn_set_addrs(conns[i], &s->nodes[i].addrs);
+                break;
+            }
+    router_clear(r);
+    r->snap = s;
+    r->conns = conns;
+    r->nconns = s->nnodes;
+    return 0;
+}
+
+conn *router_conn(router *r, int i) {
+    conn_config cfg;
+    const topo_node *n = &r->snap->nodes[i];
+    conn *c = r->conns[i];
+    if (c) return c;
+    cfg = r->t->cfg;
+    cfg.host = n->host;
+    cfg.port = n->port;
+    cfg.path = n->path;
+    if (r->t->mode == TOPO_CLUSTER) cfg.db = 0;
+    c = conn_new(&cfg);
+    if (c == NULL) return NULL;
+    /* a name it may resolve again at each connect (and so follow a DNS
+     * change); without that right, the address the topology resolved */
+    c->may_resolve = r->may_resolve && n->host != NULL;
+    if (n->addrs.n > 0) conn_set_addrs(c, &n->addrs);
+    c->probe = r->probe;
+    conn_set_spin(c, r->spin_us);
+    r->conns[i] = c;
+    return c;
+}
+
+/* Index of node n in the router's snapshot, or -1. */
+static int router_find(const router *r, const topo_node *n) {
+    int i;
+    for (i = 0; i < r->snap->nnodes; i++)
+        if (topo_node_same(&r->snap->nodes[i], n)) return i;
+    return -1;
+}
+
+static void router_pause(int tries, int64_t deadline) {
+    int64_t ms = 5 * (int64_t)tries, left = (deadline - monotime_us()) / 1000;
+    struct timespec ts;
+    if (deadline != DEADLINE_NONE && left < ms) ms = left > 0 ? left : 0;
+    ts.tv_sec = (time_t)(ms / 1000);
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    nanosleep(&ts, NULL);
+}
+
+/* EVAL[SHA] s nkeys args..., or argv as given when s is NULL. */
+static int route_append(conn *c, const script_def *s, int use_eval, int argc,
+                        const char **argv, const size_t *lens) {
+    const char *full[SCRIPT_MAX_ARGS + 3];
+    size_t flens[SCRIPT_MAX_ARGS + 3];
+    char nkeys[16];
+    int i;
+    if (s == NULL) return conn_append(c, argc, argv, lens);
+    if (argc > SCRIPT_MAX_ARGS) return -1;
+    full[0] = use_eval ? "EVAL" : "EVALSHA";
+    flens[0] = use_eval ? 4 : 7;
+    full[1] = use_eval ? s->source : s->sha;
+    flens[1] = use_eval ? s->len : 40;
+    flens[2] = (size_t)snprintf(nkeys, sizeof nkeys, "%d", s->nkeys);
+    full[2] = nkeys;
+    for (i = 0; i < argc; i++) {
+        full[3 + i] = argv[i];
+        flens[3 + i] = lens[i];
+    }
+    return conn_append(c, argc + 3, full, flens);
+}
+
+static redisReply *route_exec(router *r, const char *key, size_t klen, const script_def *s,
+                              int argc, const char **argv, const size_t *lens) {
+    int64_t deadline = deadline_in_ms(r->timeout_ms);
+    topo_node ask = {0};
+    int asking = 0, use_eval = 0, tries = 0, refreshed = 0;
+    redisReply *reply = NULL;
+    if (topo_epoch(r->t) == 0) refreshed = 1;   /* router_sync loads it now */
+    while (reply == NULL) {
+        int node, redirect;
+        conn *c;
+        topo_node target;
+        if (++tries > ROUTE_MAX_TRIES) {
+            router_fail(r, CONN_EREDIS, "redis error: too many redirects (the cluster is resharding?)");
+            break;
+        }
+        if (r->stale) {
+            if (router_refresh(r, r->snap ? r->snap->epoch : 0) != 0) break;
+            r->stale = 0;
+            refreshed = 1;
+        }
+        if (router_sync(r) != 0) break;
+        node = asking ? router_find(r, &ask) : key ? topo_node_of(r->snap, key, klen) : 0;
+        if (node < 0) {
+            if (!refreshed) {
+                r->stale = 1;
+                asking = 0;
+                continue;
+            }
+            router_fail(r, CONN_EREDIS, "redis error: CLUSTERDOWN no node serves this key's slot");
+            break;
+        }
+        c = router_conn(r, node);
+        if (c == NULL) {
+            router_fail(r, CONN_ENOMEM, "out of memory");
+            break;
+        }
+        /* Sentinel: every reconnect asks the sentinels where the master is */
+        if (c->fd < 0 && r->t->mode == TOPO_SENTINEL && !refreshed) {
+            r->stale = 1;
+            tries--;
+            continue;
+        }
+        if (conn_ensure(c) != 0) {
+            /* not sent: after a refresh the node may be another one */
+            router_fail_conn(r, c);
+            if (r->t->mode == TOPO_SINGLE || refreshed || deadline_passed(deadline)) break;
+            r->stale = 1;
+            continue;
+        }
+        if ((asking && conn_append(c, 1, (const char *[]){"ASKING"}, (const size_t[]){6}) != 0) ||
+            route_append(c, s, use_eval, argc, argv, lens) != 0) {
+            router_fail_conn(r, c);
+            break;
+        }
+        if (asking) {
+            redisReply *ok = conn_read(c, deadline);
+            if (ok == NULL) {
+                router_fail_conn(r, c);
+                if (r->t->mode != TOPO_SINGLE) r->stale = 1;
+                break;
+            }
+            freeReplyObject(ok);
+        }
+        reply = conn_read(c, deadline);
+        if (reply == NULL) {
+            /* sent, maybe run: never again; but look again next time */
+            router_fail_conn(r, c);
+            if (r->t->mode != TOPO_SINGLE) r->stale = 1;
+            break;
+        }
+        r->last_node = node;
+        memset(&target, 0, sizeof target);
+        redirect = r->t->mode == TOPO_SINGLE ? CLUSTER_NONE : cluster_redirect_of(reply, &target);
+        if (redirect == CLUSTER_NONE) {
+            if (s != NULL && !use_eval && script_is_noscript(reply)) {
+                /* the script cache is per node: EVAL it here (after ASKING
+                 * again, if that is how we got here) */
+                freeReplyObject(reply);
+                reply = NULL;
+                use_eval = 1;
+                tries--;
+            }
+            continue;
+        }
+        if (redirect == CLUSTER_DOWN) {
+            topo_node_clear(&target);
+            continue;   /* a clear error, in Redis' own words */
+        }
+        freeReplyObject(reply);
+        reply = NULL;
+        switch (redirect) {
+        case CLUSTER_MOVED:
+            topo_node_clear(&target);
+            r->stale = 1;
+            refreshed = 0;
+            asking = 0;
+            break;
+        case CLUSTER_ASK:
+            topo_node_clear(&ask);
+            ask = target;
+            asking = 1;
+            break;
+        case CLUSTER_TRYAGAIN:
+            router_pause(tries, deadline);
+            break;
+        case CLUSTER_READONLY:
+            /* a failover made our master a replica: find the new one */
+            conn_drop(c);
+            r->stale = 1;
+            refreshed = 0;
+            break;
+        default:
+            break;
+        }
+        if (deadline_passed(deadline)) {
+            router_fail(r, CONN_ETIMEOUT, "connection lost: timed out (following redirects)");
+            break;
+        }
+    }
+    topo_node_clear(&ask);
+    return reply;
+}
+
+redisReply *route_command(router *r, const char *key, size_t klen,
+                          int argc, const char **argv, const size_t *lens) {
+    return route_exec(r, key, klen, NULL, argc, argv, lens);
+}
+
+redisReply *route_script(router *r, const script_def *s, int nargs,
+                         const char **args, const size_t *lens) {
+    if (nargs > SCRIPT_MAX_ARGS) {
+        router_fail(r, CONN_ENOMEM, "too many script arguments");
+        return NULL;
+    }
+    return route_exec(r, s->nkeys > 0 ? args[0] : NULL, s->nkeys > 0 ? lens[0] : 0, s,
+                      nargs, args, lens);
+}

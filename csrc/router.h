@@ -1,0 +1,65 @@
+/*
+ * router.h: one thread's connections to the nodes of a topology. No Lua here.
+ *
+ * Each thread that talks to Redis (the Lua side's main and wait
+ * connections, the watchdog) has a router of its own, since a connection is
+ * not thread-safe. A router follows its topology's epoch: when it moves,
+ * the router rebuilds its table for the new snapshot, keeping the
+ * connections to nodes that are still there and closing the others.
+ *
+ * route_* run one request on the node of a key with the redirect rules of
+ * cluster.h and the re-resolution rules of sentinel.h, within the command's
+ * deadline; a request that was sent is never sent again unless Redis
+ * refused it (MOVED, ASK, TRYAGAIN, READONLY: it did not run).
+ */
+#ifndef REDISLOCK_ROUTER_H
+#define REDISLOCK_ROUTER_H
+
+#include <stddef.h>
+#include <hiredis.h>
+
+#include "conn.h"
+#include "script.h"
+#include "topo.h"
+
+typedef struct router {
+    topo *t;                /* a reference */
+    topo_snap *snap;        /* what conns is built for (a reference), or NULL */
+    conn **conns;           /* per node of snap, NULL until first used */
+    int nconns;
+    int may_resolve;        /* 0 in the watchdog thread */
+    int probe;              /* conns read INFO memory at connect */
+    int stale;              /* a connection was lost: refresh before routing */
+    long spin_us;
+    long timeout_ms;        /* per command (the topology's cfg by default) */
+    int last_node;          /* the node of the last request (for WAIT) */
+    int err;                /* enum conn_err of the last failure */
+    char errstr[CONN_ERRSTR_LEN];
+} router;
+
+router *router_new(topo *t, int may_resolve);
+void router_free(router *r);
+
+/* Loads the topology if it has none yet, and follows its epoch. 0, or -1
+ * with errstr. */
+int router_sync(router *r);
+
+/* The connection to node i of r->snap (made, not connected, on first use). */
+conn *router_conn(router *r, int i);
+
+/* The kind of r's last failure ("connection", "timeout", "redis", "memory"). */
+const char *router_kind(const router *r);
+
+/* Runs argv on the node of key (key NULL: any node, the first). The reply
+ * (error replies included, the caller frees it) or NULL with errstr. */
+redisReply *route_command(router *r, const char *key, size_t klen,
+                          int argc, const char **argv, const size_t *lens);
+
+/* Runs script s (EVALSHA, EVAL on NOSCRIPT) on the node of its first key. */
+redisReply *route_script(router *r, const script_def *s, int nargs,
+                         const char **args, const size_t *lens);
+
+/* Closes every connection. */
+void router_drop(router *r);
+
+#endif

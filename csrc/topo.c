@@ -1,0 +1,294 @@
+/*
+ * topo.c: topology snapshots and their publication (see topo.h). Loading a
+ * topology is in sentinel.c (Sentinel) and cluster.c (Cluster).
+ */
+#define _GNU_SOURCE
+#include "topo.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "deadline.h"
+#include "resolve.h"
+#include "sentinel.h"
+#include "slot.h"
+
+/* ---- nodes ----------------------------------------------------------------- */
+
+void topo_node_clear(topo_node *n) {
+    free(n->host);
+    free(n->path);
+    memset(n, 0, sizeof *n);
+}
+
+int topo_node_same(const topo_node *a, const topo_node *b) {
+    if ((a->path == NULL) != (b->path == NULL)) return 0;
+    if (a->path) return strcmp(a->path, b->path) == 0;
+    return a->port == b->port && a->host && b->host && strcmp(a->host, b->host) == 0;
+}
+
+int topo_node_parse(const char *s, size_t len, topo_node *out) {
+    const char *colon = NULL, *host = s;
+    size_t hlen, i;
+    long port = 0;
+    memset(out, 0, sizeof *out);
+    for (i = 0; i < len; i++)
+        if (s[i] == ':') colon = s + i;
+    if (colon == NULL || colon == s || colon + 1 == s + len) return -1;
+    hlen = (size_t)(colon - s);
+    if (hlen >= 2 && s[0] == '[' && s[hlen - 1] == ']') {
+        host = s + 1;
+        hlen -= 2;
+    }
+    for (i = 1; colon + i < s + len; i++) {
+        char ch = colon[i];
+        if (ch < '0' || ch > '9' || port > 65535) return -1;
+        port = port * 10 + (ch - '0');
+    }
+    if (port < 1 || port > 65535 || hlen == 0 || memchr(host, '\0', hlen)) return -1;
+    out->host = strndup(host, hlen);
+    if (out->host == NULL) return -1;
+    out->port = (int)port;
+    return 0;
+}
+
+void topo_node_describe(const topo_node *n, char *buf, size_t len) {
+    if (n->path)
+        snprintf(buf, len, "%s", n->path);
+    else if (n->host && strchr(n->host, ':'))
+        snprintf(buf, len, "[%s]:%d", n->host, n->port);
+    else
+        snprintf(buf, len, "%s:%d", n->host ? n->host : "?", n->port);
+}
+
+int topo_node_resolve(topo_node *n, int may_resolve, int64_t deadline, char *err, size_t errlen) {
+    char where[160];
+    if (n->addrs.n > 0) return 0;
+    if (n->path) {
+        if (sock_unix(n->path, &n->addrs) == 0) return 0;
+        snprintf(err, errlen, "bad unix socket path");
+        return -1;
+    }
+    if (sock_numeric(n->host, n->port, &n->addrs)) return 0;
+    if (!may_resolve) {
+        topo_node_describe(n, where, sizeof where);
+        snprintf(err, errlen, "%.100s is a name this thread may not resolve", where);
+        return -1;
+    }
+    return resolve_host(n->host, n->port, deadline, &n->addrs, err, errlen);
+}
+
+/* ---- snapshots ---------------------------------------------------------------- */
+
+topo_snap *topo_snap_new(int nnodes, int with_slots) {
+    topo_snap *s = calloc(1, sizeof *s);
+    if (s == NULL) return NULL;
+    s->nodes = calloc((size_t)(nnodes > 0 ? nnodes : 1), sizeof *s->nodes);
+    if (with_slots) s->slot_node = malloc(SLOT_COUNT * sizeof *s->slot_node);
+    if (s->nodes == NULL || (with_slots && s->slot_node == NULL)) {
+        free(s->nodes);
+        free(s->slot_node);
+        free(s);
+        return NULL;
+    }
+    if (with_slots) {
+        int i;
+        for (i = 0; i < SLOT_COUNT; i++) s->slot_node[i] = TOPO_NO_NODE;
+    }
+    s->nnodes = nnodes;
+    return s;
+}
+
+void topo_snap_free(topo_snap *s) {
+    int i;
+    if (s == NULL) return;
+    for (i = 0; i < s->nnodes; i++) topo_node_clear(&s->nodes[i]);
+    free(s->nodes);
+    free(s->slot_node);
+    free(s);
+}
+
+/* Same nodes (in order) and, for a cluster, the same slot map. */
+static int topo_snap_same(const topo_snap *a, const topo_snap *b) {
+    int i;
+    if (a == NULL || b == NULL || a->nnodes != b->nnodes) return 0;
+    for (i = 0; i < a->nnodes; i++)
+        if (!topo_node_same(&a->nodes[i], &b->nodes[i]) ||
+            a->nodes[i].addrs.n != b->nodes[i].addrs.n ||
+            (a->nodes[i].addrs.n > 0 &&
+             memcmp(&a->nodes[i].addrs, &b->nodes[i].addrs, sizeof a->nodes[i].addrs) != 0))
+            return 0;
+    if ((a->slot_node == NULL) != (b->slot_node == NULL)) return 0;
+    return a->slot_node == NULL ||
+           memcmp(a->slot_node, b->slot_node, SLOT_COUNT * sizeof *a->slot_node) == 0;
+}
+
+topo_snap *topo_snap_get(topo *t) {
+    topo_snap *s;
+    pthread_mutex_lock(&t->mu);
+    s = t->cur;
+    if (s) s->refs++;
+    pthread_mutex_unlock(&t->mu);
+    return s;
+}
+
+void topo_snap_put(topo *t, topo_snap *s) {
+    int last;
+    if (s == NULL) return;
+    pthread_mutex_lock(&t->mu);
+    last = --s->refs == 0;
+    pthread_mutex_unlock(&t->mu);
+    if (last) topo_snap_free(s);
+}
+
+uint64_t topo_epoch(const topo *t) {
+    return __atomic_load_n(&t->epoch, __ATOMIC_ACQUIRE);
+}
+
+void topo_publish(topo *t, topo_snap *s) {
+    topo_snap *old;
+    int last = 0;
+    pthread_mutex_lock(&t->mu);
+    old = t->cur;
+    if (old && topo_snap_same(old, s)) {
+        pthread_mutex_unlock(&t->mu);
+        topo_snap_free(s);
+        return;
+    }
+    s->epoch = (old ? old->epoch : 0) + 1;
+    s->refs = 1;            /* the topology's own */
+    t->cur = s;
+    __atomic_store_n(&t->epoch, s->epoch, __ATOMIC_RELEASE);
+    if (old) t->refreshes++;
+    if (old) last = --old->refs == 0;
+    pthread_mutex_unlock(&t->mu);
+    if (last) topo_snap_free(old);
+}
+
+int topo_node_of(const topo_snap *s, const char *key, size_t len) {
+    uint16_t n;
+    if (s->slot_node == NULL) return 0;
+    n = s->slot_node[slot_of(key, len)];
+    return n == TOPO_NO_NODE ? -1 : n;
+}
+
+/* ---- the object ------------------------------------------------------------------ */
+
+topo *topo_new(int mode, const conn_config *cfg, const char *const *seeds, int nseeds,
+               const char *master, const char *sentinel_user, const char *sentinel_pass,
+               char *err, size_t errlen) {
+    topo *t = calloc(1, sizeof *t);
+    int i;
+    if (t == NULL) goto nomem;
+    pthread_mutex_init(&t->mu, NULL);
+    t->mode = mode;
+    t->refs = 1;
+    if (conn_config_copy(&t->cfg, cfg) != 0) goto nomem;
+    if (nseeds > 0) {
+        t->seeds = calloc((size_t)nseeds, sizeof *t->seeds);
+        if (t->seeds == NULL) goto nomem;
+        for (i = 0; i < nseeds; i++) {
+            if (topo_node_parse(seeds[i], strlen(seeds[i]), &t->seeds[i]) != 0) {
+                snprintf(err, errlen, "bad address '%.80s' (host:port expected)", seeds[i]);
+                t->nseeds = i;
+                topo_release(t);
+                return NULL;
+            }
+        }
+        t->nseeds = nseeds;
+    }
+    if ((master && !(t->master = strdup(master))) ||
+        (sentinel_user && !(t->sentinel_user = strdup(sentinel_user))) ||
+        (sentinel_pass && !(t->sentinel_pass = strdup(sentinel_pass))))
+        goto nomem;
+    return t;
+nomem:
+    snprintf(err, errlen, "out of memory");
+    if (t) topo_release(t);
+    return NULL;
+}
+
+void topo_retain(topo *t) {
+    pthread_mutex_lock(&t->mu);
+    t->refs++;
+    pthread_mutex_unlock(&t->mu);
+}
+
+void topo_release(topo *t) {
+    int i, last;
+    pthread_mutex_lock(&t->mu);
+    last = --t->refs == 0;
+    pthread_mutex_unlock(&t->mu);
+    if (!last) return;
+    if (t->cur && --t->cur->refs == 0) topo_snap_free(t->cur);
+    for (i = 0; i < t->nseeds; i++) topo_node_clear(&t->seeds[i]);
+    free(t->seeds);
+    free(t->master);
+    if (t->sentinel_pass) {
+        explicit_bzero(t->sentinel_pass, strlen(t->sentinel_pass));
+        free(t->sentinel_pass);
+    }
+    free(t->sentinel_user);
+    conn_config_free(&t->cfg);
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+/* Single mode: the configured endpoint, (re)resolved. */
+static int topo_load_single(topo *t, int may_resolve, int64_t deadline, char *err, size_t errlen,
+                            const char **kind) {
+    topo_snap *s = topo_snap_new(1, 0);
+    topo_node *n;
+    if (s == NULL) {
+        snprintf(err, errlen, "out of memory");
+        *kind = "memory";
+        return -1;
+    }
+    n = &s->nodes[0];
+    n->port = t->cfg.port;
+    if ((t->cfg.path && !(n->path = strdup(t->cfg.path))) ||
+        (t->cfg.host && !(n->host = strdup(t->cfg.host)))) {
+        topo_snap_free(s);
+        snprintf(err, errlen, "out of memory");
+        *kind = "memory";
+        return -1;
+    }
+    if (topo_node_resolve(n, may_resolve, deadline, err, errlen) != 0) {
+        char why[160];
+        snprintf(why, sizeof why, "%s", err);
+        snprintf(err, errlen, "connection failed: %s", why);
+        *kind = strstr(why, "timed out") ? "timeout" : "connection";
+        topo_snap_free(s);
+        return -1;
+    }
+    topo_publish(t, s);
+    return 0;
+}
+
+int topo_refresh(topo *t, uint64_t seen, int may_resolve, int64_t deadline,
+                 char *err, size_t errlen, const char **kind) {
+    topo_snap *s = NULL;
+    int rc;
+    if (topo_epoch(t) != seen) return 0;   /* someone else just did it */
+    *kind = "connection";
+    switch (t->mode) {
+    case TOPO_SENTINEL:
+        rc = sentinel_load(t, may_resolve, deadline, &s, err, errlen, kind);
+        break;
+    case TOPO_CLUSTER:
+        rc = cluster_load(t, may_resolve, deadline, &s, err, errlen, kind);
+        break;
+    default:
+        return topo_load_single(t, may_resolve, deadline, err, errlen, kind);
+    }
+    if (rc != 0) {
+        pthread_mutex_lock(&t->mu);
+        t->refresh_failures++;
+        pthread_mutex_unlock(&t->mu);
+        return -1;
+    }
+    topo_publish(t, s);
+    return 0;
+}

@@ -1,0 +1,106 @@
+/*
+ * topo.h: where a client's keys live. No Lua here.
+ *
+ * One topology object per client, shared by the Lua side and its watchdog
+ * thread. It holds the node list and, for Cluster, the slot map, as
+ * immutable snapshots with an epoch: a reader takes a reference to the
+ * current snapshot (a few instructions under a mutex) and routes with it
+ * without any lock; whoever sees a redirect, a refused master or a lost
+ * connection asks for a refresh, which builds a new snapshot and publishes
+ * it with the next epoch. Readers compare epochs to notice.
+ *
+ * Modes:
+ *   single    one node, as configured (host:port or a unix socket)
+ *   sentinel  the master named `master`, resolved through the sentinels
+ *             (sentinel.c) again on every refresh
+ *   cluster   the slot map from CLUSTER SLOTS (cluster.c)
+ */
+#ifndef REDISLOCK_TOPO_H
+#define REDISLOCK_TOPO_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "conn.h"
+#include "sock.h"
+
+enum topo_mode { TOPO_SINGLE = 0, TOPO_SENTINEL, TOPO_CLUSTER };
+
+#define TOPO_NO_NODE 0xffff
+#define TOPO_MAX_NODES 1024
+
+typedef struct topo_node {
+    char *host;             /* TCP host, or NULL for a unix socket */
+    int port;
+    char *path;             /* unix socket, or NULL */
+    sock_addrs addrs;       /* resolved (n == 0: not yet) */
+} topo_node;
+
+typedef struct topo_snap {
+    uint64_t epoch;
+    int refs;               /* under the topology's mutex */
+    int nnodes;
+    topo_node *nodes;
+    uint16_t *slot_node;    /* cluster: node index per slot, TOPO_NO_NODE if
+                               unassigned; NULL otherwise (node 0) */
+} topo_snap;
+
+typedef struct topo {
+    pthread_mutex_t mu;
+    int mode;
+    topo_snap *cur;
+    uint64_t epoch;         /* cur->epoch, readable without the mutex */
+    conn_config cfg;        /* credentials, db and timeouts for every node */
+    topo_node *seeds;       /* sentinels, or cluster seed nodes */
+    int nseeds;
+    char *master;           /* sentinel: the master's name */
+    char *sentinel_user, *sentinel_pass;
+    uint64_t refreshes;     /* topology changes published */
+    uint64_t refresh_failures;
+    int refs;
+} topo;
+
+/* A topology for cfg's endpoint in `mode`. seeds: "host:port" strings (the
+ * sentinels or the cluster's seed nodes). Does no I/O: topo_refresh loads
+ * it. NULL with a message in err. */
+topo *topo_new(int mode, const conn_config *cfg, const char *const *seeds, int nseeds,
+               const char *master, const char *sentinel_user, const char *sentinel_pass,
+               char *err, size_t errlen);
+void topo_retain(topo *t);
+void topo_release(topo *t);
+
+/* The current snapshot, with a reference; topo_snap_put gives it back. */
+topo_snap *topo_snap_get(topo *t);
+void topo_snap_put(topo *t, topo_snap *s);
+uint64_t topo_epoch(const topo *t);
+
+/* Builds and publishes a fresh snapshot before deadline, unless another
+ * thread already published one after epoch `seen`. may_resolve: 0 in the
+ * watchdog thread (names it cannot resolve are skipped). 0, or -1 with a
+ * message in err and *kind ("connection", "timeout", "redis"). */
+int topo_refresh(topo *t, uint64_t seen, int may_resolve, int64_t deadline,
+                 char *err, size_t errlen, const char **kind);
+
+/* The node of a key in snapshot s: an index, or -1 when its slot has no
+ * node (a cluster still being set up). */
+int topo_node_of(const topo_snap *s, const char *key, size_t len);
+
+/* Resolves a node's address if not done (may block until deadline). */
+int topo_node_resolve(topo_node *n, int may_resolve, int64_t deadline, char *err, size_t errlen);
+
+/* "host:port" / path of a node, for messages. */
+void topo_node_describe(const topo_node *n, char *buf, size_t len);
+
+/* Parses "host:port", "[v6]:port" or "v6:port" (the last colon) into a
+ * node. 0, or -1. */
+int topo_node_parse(const char *s, size_t len, topo_node *out);
+void topo_node_clear(topo_node *n);
+int topo_node_same(const topo_node *a, const topo_node *b);
+
+/* Snapshots, for sentinel.c and cluster.c: a new one with n nodes. */
+topo_snap *topo_snap_new(int nnodes, int with_slots);
+void topo_snap_free(topo_snap *s);
+/* Publishes s as the current snapshot (takes ownership). */
+void topo_publish(topo *t, topo_snap *s);
+
+#endif
