@@ -125,7 +125,10 @@ void wd_link_unqueue(wd_link *l, wd_entry *e) {
 }
 
 void wd_link_drop(wd *w, wd_link *l, int64_t now) {
-    if (l->c->err == CONN_ECONNECT && w->t->mode != TOPO_SINGLE) w->want_refresh = 1;
+    /* Sentinel kills clients when it reconfigures a node, and a cluster
+     * node that went away may have handed its slots over: look again */
+    if (w->t->mode != TOPO_SINGLE && l->c->fd >= 0) w->want_refresh = 1;
+    if (w->t->mode != TOPO_SINGLE && l->c->err == CONN_ECONNECT) w->want_refresh = 1;
     conn_drop(l->c);
     while (l->n > 0) {
         wd_entry *e = wd_link_at(l, 0)->e;

@@ -40,6 +40,8 @@ local CONNECT_OPTIONS = {
   url = true, host = true, port = true, path = true, username = true,
   password = true, db = true, connect_timeout = true, timeout = true,
   prefix = true, transport = true, strict = true, fence_ttl = true,
+  sentinels = true, master = true, sentinel_username = true, sentinel_password = true,
+  cluster = true,
 }
 
 -- How a client talks to Redis: each returns a channel (redislock.channel).
@@ -47,7 +49,20 @@ local TRANSPORTS = {
   native = function(cfg) return require("redislock.native").open(cfg) end,
   cosocket = function(cfg) return require("redislock.cosocket").open(cfg) end,
 }
-local ENDPOINT_FIELDS = { "host", "port", "path", "username", "password", "db" }
+local ENDPOINT_FIELDS = {
+  "host", "port", "path", "username", "password", "db", "sentinels", "master", "cluster",
+}
+
+-- A list of "host:port" strings (sentinels, cluster seeds), checked.
+local function check_hosts(argname, list)
+  check_type("connect", argname, list, "table")
+  if #list == 0 then argerror("connect", argname, "at least one \"host:port\" expected") end
+  for i, h in ipairs(list) do
+    if type(h) ~= "string" or not (h:match("^[^:%[%]]+:%d+$") or h:match("^%[[%x:%.]+%]:%d+$")) then
+      argerror("connect", argname, "\"host:port\" expected at [" .. i .. "], got " .. tostring(h))
+    end
+  end
+end
 
 -- Only noeviction keeps lock keys under memory pressure: every other
 -- policy may evict a key with a ttl (volatile-*) or any key (allkeys-*),
@@ -95,6 +110,32 @@ local function endpoint(opts)
   end
   if cfg.port ~= nil then checks.check_integer("connect", "port", cfg.port, 1, 65535) end
   if cfg.db ~= nil then checks.check_integer("connect", "db", cfg.db, 0, 2 ^ 20) end
+  -- Sentinel: the master named `master`, found through the sentinels
+  if cfg.sentinels ~= nil or cfg.master ~= nil then
+    check_hosts("sentinels", cfg.sentinels)
+    checks.check_string("connect", "master", cfg.master)
+    if cfg.host or cfg.path or cfg.port or cfg.cluster then
+      argerror("connect", "sentinels", "give sentinels or host/path/port/cluster, not both")
+    end
+    cfg.mode, cfg.seeds = "sentinel", cfg.sentinels
+  elseif cfg.cluster ~= nil then
+    check_hosts("cluster", cfg.cluster)
+    if cfg.host or cfg.path or cfg.port then
+      argerror("connect", "cluster", "give cluster or host/path/port, not both")
+    end
+    if cfg.db and cfg.db ~= 0 then argerror("connect", "db", "a cluster has only database 0") end
+    cfg.mode, cfg.seeds = "cluster", cfg.cluster
+  end
+  cfg.sentinels, cfg.cluster = nil, nil
+  check_type("connect", "sentinel_username", opts.sentinel_username, "string", true)
+  check_type("connect", "sentinel_password", opts.sentinel_password, "string", true)
+  if opts.sentinel_username and not opts.sentinel_password then
+    argerror("connect", "sentinel_username", "a password is required with a user name")
+  end
+  if (opts.sentinel_username or opts.sentinel_password) and cfg.mode ~= "sentinel" then
+    argerror("connect", "sentinel_password", "only with sentinels")
+  end
+  cfg.sentinel_username, cfg.sentinel_password = opts.sentinel_username, opts.sentinel_password
   cfg.connect_timeout = opts.connect_timeout
   cfg.timeout = opts.timeout
   if cfg.connect_timeout ~= nil then

@@ -38,7 +38,7 @@ end
 
 local OPTIONS = {
   ttl = true, wait = true, watchdog = true, on_lost = true, max_hold = true,
-  notify = true, fair = true, spin = true,
+  notify = true, fair = true, spin = true, replicas = true, replicas_timeout = true,
 }
 
 -- Checks acquire's options once; returns the settings the loop uses.
@@ -57,6 +57,7 @@ local function settings(fname, name, opts)
   check_number(fname, "spin", spin, 0, MAX_SPIN)
   local max_hold = opts.max_hold
   if max_hold ~= nil then check_number(fname, "max_hold", max_hold, lockmod.MIN_TTL, lockmod.MAX_TTL) end
+  lockmod.check_replicas(fname, opts.replicas, opts.replicas_timeout)
   return opts, ttl, wait, spin, max_hold
 end
 
@@ -89,6 +90,7 @@ return function(Client)
       return nil, "connection too slow: the grant came after its lease ended"
     end
     local lock = lockmod.new(self, name, keys, token, fence, ttl, expires, opts.on_lost)
+    lock._replicas, lock._replicas_timeout = opts.replicas, opts.replicas_timeout
     if opts.watchdog == false then
       if lease < ttl then
         -- handed over with a short lease: bring it to the asked ttl now
@@ -123,9 +125,27 @@ return function(Client)
     end
     if not r then return nil, err end
     if r[1] ~= 1 then return nil, "busy", r[2] end
-    -- r[3]: handed to us earlier, with this much of its lease left
-    local lease = r[3] and r[3] / 1000 or ttl
-    return self:_grant(name, keys, token, r[2], t0, lease, ttl, opts, max_hold)
+    if r[3] then
+      -- handed to us earlier, with this much of its lease left; the
+      -- releaser wrote it: make our own write for WAIT to count
+      local lock, gerr = self:_grant(name, keys, token, r[2], t0, r[3] / 1000, ttl, opts, max_hold)
+      if lock and opts.replicas and opts.replicas > 0 then
+        local ok, xerr = lock:extend(ttl)
+        if not ok then
+          pcall(lock.release, lock)
+          return nil, xerr
+        end
+      end
+      return lock, gerr
+    end
+    if opts.replicas and opts.replicas > 0 then
+      local ok, werr = lockmod.wait_replicas(ch, opts.replicas, opts.replicas_timeout)
+      if not ok then
+        self:_release_keys(keys, token)
+        return nil, werr
+      end
+    end
+    return self:_grant(name, keys, token, r[2], t0, ttl, ttl, opts, max_hold)
   end
 
   --- Takes the lock `name`, waiting up to opts.wait seconds for it.
@@ -182,6 +202,14 @@ return function(Client)
         -- lease is counted from when that attempt was sent.
         lock, err = self:_grant(name, keys, token, tonumber(grant), t_try, fair_grant_ms(ttl) / 1000,
           ttl, opts, max_hold)
+        if lock and opts.replicas and opts.replicas > 0 then
+          -- the releaser wrote the hand-over: our own extend is what WAIT counts
+          local ok, xerr = lock:extend(ttl)
+          if not ok then
+            pcall(lock.release, lock)
+            lock, err = nil, xerr
+          end
+        end
         if lock then break end
       elseif free_now then
         if holder_ms == 0 then self._conn:sleep(0.001) end

@@ -14,6 +14,9 @@
 --       runs the embedded script `name` (EVALSHA, EVAL on NOSCRIPT) on the
 --       node that holds its first key
 --   ch:command(name, args...)          -> reply | nil, err, kind
+--       on the node of its first argument taken as a key
+--   ch:replicas(n, timeout)            -> acks | nil, err, kind
+--       WAIT n on the connection of the last script (its write)
 --   ch:block(key, seconds, exact, spin) -> value | false | nil, err, kind
 --       BLPOP key on a connection of its own for up to `seconds` (false:
 --       none came); exact = true: the caller's deadline ends at `seconds`,
@@ -31,7 +34,7 @@
 local _M = {}
 
 _M.METHODS = {
-  "script", "command", "block", "sleep", "watch", "losses", "fd", "stats",
+  "script", "command", "replicas", "block", "sleep", "watch", "losses", "fd", "stats",
   "server_info", "close", "closed",
 }
 

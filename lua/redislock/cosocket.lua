@@ -235,6 +235,12 @@ end
 
 function Transport.sleep(_, seconds) ngx.sleep(seconds) end
 
+--- WAIT needs the connection that made the write, and this transport takes
+-- a pooled connection per call: not offered here.
+function Transport.replicas()
+  return nil, "replicas: not offered by the cosocket transport (use the native one)", "redis"
+end
+
 --- What INFO memory says (the eviction check), like the native probe.
 function Transport:server_info()
   local r, err = self:command("INFO", "memory")

@@ -42,6 +42,25 @@ function _M.check_ttl(fname, ttl)
   checks.check_number(fname, "ttl", ttl, _M.MIN_TTL, _M.MAX_TTL)
 end
 
+function _M.check_replicas(fname, replicas, timeout)
+  if replicas ~= nil then checks.check_integer(fname, "replicas", replicas, 0, 1000) end
+  if timeout ~= nil then checks.check_number(fname, "replicas_timeout", timeout, 0.001, 86400) end
+end
+
+--- WAIT for `n` replicas to acknowledge the channel's last write, within
+-- `timeout` seconds (default 1). true, or nil, "replicas: K of N
+-- acknowledged" / err. The Redis docs' caveat: WAIT does not make Redis
+-- strongly consistent; a write acknowledged by replicas can still be lost
+-- in a failover (to a replica that had not received it).
+function _M.wait_replicas(ch, n, timeout)
+  local acks, err = ch:replicas(n, timeout or 1)
+  if not acks then return nil, err end
+  if acks < n then
+    return nil, string.format("replicas: %d of %d acknowledged", acks, n)
+  end
+  return true
+end
+
 function _M.new(client, name, keys, token, fence, ttl, expires, on_lost)
   return setmetatable({
     name = name,
@@ -108,10 +127,17 @@ function Lock:lease_end()
 end
 
 --- Renews the lease to ttl seconds from now, if it is still ours.
--- syntax: ok, err = lock:extend(ttl?)   -- ttl defaults to the lock's ttl
-function Lock:extend(ttl)
+-- syntax: ok, err = lock:extend(ttl?, {replicas=, replicas_timeout=})
+-- ttl defaults to the lock's ttl; replicas defaults to the acquire's. With
+-- replicas, fewer acknowledgements answer nil, "replicas: K of N
+-- acknowledged": the lease was extended on the master all the same.
+function Lock:extend(ttl, opts)
   if ttl == nil then ttl = self.ttl end
   _M.check_ttl("extend", ttl)
+  opts = checks.check_options("extend", opts, { replicas = true, replicas_timeout = true })
+  _M.check_replicas("extend", opts.replicas, opts.replicas_timeout)
+  local replicas = opts.replicas == nil and self._replicas or opts.replicas
+  local replicas_timeout = opts.replicas_timeout or self._replicas_timeout
   local client = self._client
   local ch = client:_open()
   client:poll()
@@ -127,6 +153,7 @@ function Lock:extend(ttl)
   self.ttl = ttl
   self._expires = lease_end(t0, ttl)
   if self._watch then self._watch:renewed(ttl, self._expires, t0) end
+  if replicas and replicas > 0 then return _M.wait_replicas(ch, replicas, replicas_timeout) end
   return true
 end
 

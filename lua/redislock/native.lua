@@ -26,6 +26,7 @@ end
 
 function Native:script(...) return self._main:script(...) end
 function Native:command(...) return self._main:command(...) end
+function Native:replicas(n, timeout) return self._main:replicas(n, timeout) end
 
 --- BLPOP key for up to `seconds` on the wait connection. Returns the
 -- popped value, false when the time passed without one, or nil, err, kind.

@@ -4,6 +4,11 @@
 --   redis://[[username]:password@]host[:port][/db]
 --   redis://[[username]:password@][::1][:port][/db]      (IPv6 in brackets)
 --   unix://[[username]:password@]/path/to/redis.sock[?db=N]
+--   redis+sentinel://[[username]:password@]host1:port1,host2:port2/master[/db]
+--   redis+cluster://[[username]:password@]host1:port1,host2:port2
+-- (the user and password of the Sentinel and Cluster forms are those of
+-- the data nodes; a sentinel's own come from connect's sentinel_username
+-- and sentinel_password)
 -- rediss:// (TLS) is refused: Debian's hiredis 0.14 has no TLS support.
 -- User and password may be percent-encoded. Errors never echo the password.
 
@@ -83,6 +88,47 @@ local function parse_unix(rest, out)
   return out
 end
 
+-- "h1:p1,[::1]:p2,..." -> { "h1:p1", "[::1]:p2", ... } (default port given)
+local function parse_hosts(list, default_port)
+  local out = {}
+  for item in (list .. ","):gmatch("([^,]*),") do
+    local host, port = item:match("^%[([%x:%.]+)%]:?(%d*)$")
+    if host then
+      host = "[" .. host .. "]"
+    else
+      host, port = item:match("^([^:%[%]]+):?(%d*)$")
+    end
+    if not host or host == "" then
+      error("redislock: bad url (host:port expected in the host list)", 0)
+    end
+    local p = port ~= "" and tonumber(port) or default_port
+    if not p or p < 1 or p > 65535 then error("redislock: bad url (port must be 1-65535)", 0) end
+    out[#out + 1] = host .. ":" .. p
+  end
+  return out
+end
+
+local function parse_sentinel(rest, out)
+  rest = parse_userinfo(rest, out)
+  local hosts, path = rest:match("^([^/]*)/?(.*)$")
+  out.sentinels = parse_hosts(hosts, 26379)
+  local master, db = path:match("^([^/]+)/?(.*)$")
+  if not master then error("redislock: bad url (redis+sentinel:// needs /master-name)", 0) end
+  out.master = unescape(master)
+  if db ~= "" then out.db = parse_db(db) end
+  return out
+end
+
+local function parse_cluster(rest, out)
+  rest = parse_userinfo(rest, out)
+  local hosts, path = rest:match("^([^/]*)(.*)$")
+  if path ~= "" and path ~= "/" and path ~= "/0" then
+    error("redislock: bad url (a cluster has only database 0)", 0)
+  end
+  out.cluster = parse_hosts(hosts, 6379)
+  return out
+end
+
 --- Parses url into a table of connect() fields.
 -- syntax: fields = url.parse(str)   -- raises on a malformed url
 function _M.parse(str)
@@ -103,6 +149,16 @@ function _M.parse(str)
     return parse_tcp(rest, {})
   elseif scheme == "unix" or scheme == "redis+unix" then
     return parse_unix(rest, {})
+  elseif scheme == "redis+sentinel" then
+    if rest:find("?", 1, true) then
+      error("redislock: bad url (query parameters are not supported)", 0)
+    end
+    return parse_sentinel(rest, {})
+  elseif scheme == "redis+cluster" then
+    if rest:find("?", 1, true) then
+      error("redislock: bad url (query parameters are not supported)", 0)
+    end
+    return parse_cluster(rest, {})
   end
   error("redislock: bad url (unknown scheme '" .. scheme .. "')", 0)
 end
