@@ -49,6 +49,121 @@ describe("deadlines", function()
     end)
   end)
 
+  -- The probing case: a proxy passes Redis' replies on one byte every
+  -- 0.25 s and drops nothing, so per-syscall timeouts never fire. A holder
+  -- with a 1 s ttl behind it must learn of the loss before Redis lets
+  -- another client in (before: another client got the name at +1.15 s, the
+  -- holder's fd became readable at +9.9 s, release blocked 10.3 s and close
+  -- 9.6 s).
+  it("a trickling link: the loss is reported before another client is granted the name", function()
+    local proxy = helpers.start_proxy(srv.port)
+    local c = assert(redislock.connect { host = "127.0.0.1", port = proxy.port, timeout = 0.5 })
+    local other = assert(redislock.connect { url = srv.url })
+    local name = fresh()
+    local reason
+    local l = assert(c:acquire(name, { ttl = 1, on_lost = function(_, why) reason = why end }))
+    local fd = assert(c:fd())
+    assert.equal("ok", proxy:control("trickle all down 250"))
+    local t0 = helpers.monotime()
+    local reported, granted, got
+    while not (reported and granted) and helpers.monotime() - t0 < 5 do
+      if not reported and core.readable(fd, 0) then reported = helpers.monotime() - t0 end
+      if not granted then
+        got = other:acquire(name, { ttl = 5 })
+        if got then granted = helpers.monotime() - t0 end
+      end
+      helpers.sleep(0.002)
+    end
+    print(string.format("\n# trickling link, ttl 1 s: loss reported at +%.3f s, name granted elsewhere at +%.3f s",
+      reported or -1, granted or -1))
+    assert(reported, "no loss report within 5 s")
+    assert(granted, "Redis never let the other client in")
+    -- The margin is the drift (1% + 2 ms of the ttl): under valgrind,
+    -- where the thread runs tens of times slower, only the order of
+    -- magnitude can be checked.
+    local slack = os.getenv("REDISLOCK_VALGRIND") and 0.25 or 0
+    assert.is_true(reported < granted + slack, "reported after another client was granted the name")
+    assert.is_true(reported < 1, string.format("reported %.3f s after the link slowed", reported))
+    assert.is_false(l:held())
+    assert.equal("unreachable", reason)
+    -- and nothing the holder calls waits for the trickle past its timeout
+    local t1 = helpers.monotime()
+    local ok, err = l:release()
+    local release_took = helpers.monotime() - t1
+    assert.is_nil(ok)
+    assert.matches("timed out", err)
+    assert.is_true(release_took < 0.7, string.format("release took %.3f s", release_took))
+    t1 = helpers.monotime()
+    c:close()
+    assert.is_true(helpers.monotime() - t1 < 0.2)
+    got:release()
+    other:close()
+    proxy:stop()
+  end)
+
+  describe("name resolution", function()
+    local isolate = helpers.can_isolate()
+    -- Run inside network and mount namespaces of their own, with a stub
+    -- DNS server on that namespace's loopback: no packet leaves the machine.
+    local function isolated(code)
+      local dir = helpers.tmpdir()
+      local file = dir .. "/isolated.lua"
+      local f = assert(io.open(file, "w"))
+      f:write([[
+local helpers = require "spec.helpers"
+local redislock = require "redislock"
+local core = require "redislock.core"
+local srv = helpers.start_redis()
+local function stub(...)
+  local p = helpers.spawn(helpers.lua_cmd("spec/support/dns_stub.lua", ...))
+  assert(helpers.wait_until(function() return p:stdout():find("ready") end, 5, 0.01))
+  return p
+end
+]] .. code .. "\nsrv:stop()\n")
+      f:close()
+      local p = helpers.spawn_isolated(helpers.lua_cmd(file))
+      assert.equal(0, p:wait(60), p:stderr())
+      return p:stdout()
+    end
+
+    it("is bounded by connect_timeout when the resolver never answers", function()
+      if not isolate then pending("needs unshare --net --mount (root)") return end
+      local out = isolated([[
+local s = stub("silent")
+local t0 = core.monotime()
+local c, err, kind = redislock.connect { host = "redis.invalid-test", port = srv.port, connect_timeout = 0.5 }
+print(tostring(c), err, kind, string.format("%.3f", core.monotime() - t0))
+s:stop()
+]])
+      local c, err, kind, took = out:match("^(%S+)\t([^\t]*)\t(%S+)\t(%S+)")
+      assert.equal("nil", c, out)
+      assert.equal("connection failed: resolving redis.invalid-test timed out", err)
+      assert.equal("timeout", kind)
+      assert.is_true(tonumber(took) >= 0.49 and tonumber(took) < 1.5, took)
+    end)
+
+    it("is never done by the watchdog thread: renewals go on while the resolver hangs", function()
+      if not isolate then pending("needs unshare --net --mount (root)") return end
+      local out = isolated([[
+local s = stub("answer", "redis.invalid-test", "127.0.0.1")
+local c = assert(redislock.connect { host = "redis.invalid-test", port = srv.port, connect_timeout = 0.5 })
+local l = assert(c:acquire("x", { ttl = 0.6 }))
+s:stop()
+s = stub("silent")
+local before = c:stats().renewals
+core.sleep(2)
+print("held", l:held(), c:stats().renewals - before, c:stats().failures)
+assert(l:release())
+c:close()
+s:stop()
+]])
+      local held, renewals, failures = out:match("held\t(%S+)\t(%d+)\t(%d+)")
+      assert.equal("true", held, out)
+      assert.is_true(tonumber(renewals) >= 5, out)
+      assert.equal("0", failures)
+    end)
+  end)
+
   it("release, close and collection never wait for a stalled watchdog connection", function()
     local proxy = helpers.start_proxy(srv.port)
     local c = assert(redislock.connect { host = "127.0.0.1", port = proxy.port, timeout = 5 })

@@ -534,6 +534,27 @@ function M.lua_cmd(code_or_file, ...)
   return table.concat(a, " ")
 end
 
+--- Can this machine run a command in network and mount namespaces of its
+-- own (root, unshare)? Specs that need it are skipped otherwise, and say so.
+function M.can_isolate()
+  local _, code = M.sh("unshare --net --mount true 2>/dev/null")
+  return code == 0
+end
+
+--- Runs `cmd` (a shell command line) in the background inside a private
+-- network and mount namespace: its loopback is its own (127.0.0.1:53 is
+-- free for spec/support/dns_stub.lua), and /etc/resolv.conf points at
+-- 127.0.0.1 there, so a name no file resolves goes to that stub and no
+-- packet can leave the machine. Start everything the command needs
+-- (redis-server, the stub) inside it. Returns the process (helpers.spawn).
+function M.spawn_isolated(cmd)
+  local dir = M.tmpdir()
+  write_file(dir .. "/resolv.conf", "nameserver 127.0.0.1\noptions timeout:5 attempts:2\n")
+  return M.spawn("exec unshare --net --mount sh -c " .. quote(
+    "ip link set lo up && mount --bind " .. quote(dir .. "/resolv.conf") .. " /etc/resolv.conf && exec "
+    .. cmd))
+end
+
 --- A loopback TCP proxy to `target_port` (spec/support/proxy.lua), for
 -- faults on one connection. Returns the proxy process with .port (connect
 -- clients here) and :control(line) -> its one-line answer ("ok ...").

@@ -16,6 +16,10 @@
 --   buffered N up|down  ok <bytes buffered in that direction>
 --   flush N up|down  send what was buffered and stop holding: ok <bytes>
 --   drop N           close both ends of N at once
+--   trickle N up|down MS  pass that direction on one byte every MS ms,
+--                    dropping nothing (a slow, not dead, link); N may be
+--                    "all": every connection, and every later one too
+--   normal N up|down      back to forwarding at once (N may be "all")
 -- Loopback only, by design.
 local socket = require "socket"
 
@@ -35,6 +39,8 @@ local peer = {}     -- socket -> the socket it forwards to
 local sockets = { server, control }
 local conns = {}    -- number -> { client =, upstream = }
 local held = {}     -- socket read from -> parts buffered instead of sent
+local trickle = {}  -- socket read from -> { ms =, buf =, next_at = } (one byte per ms)
+local trickle_all = {} -- "up"/"down" -> ms, for connections to come
 local controllers = {}
 
 local function remove(x)
@@ -50,9 +56,42 @@ local function drop(s)
       x:close()
       peer[x] = nil
       held[x] = nil
+      trickle[x] = nil
       remove(x)
     end
   end
+end
+
+local function set_trickle(s, ms)
+  if ms then
+    local t = trickle[s] or { buf = "", next_at = socket.gettime() }
+    t.ms = ms
+    trickle[s] = t
+  elseif trickle[s] then
+    local rest = trickle[s].buf
+    trickle[s] = nil
+    if peer[s] and #rest > 0 then peer[s]:send(rest) end
+  end
+end
+
+-- One byte per trickled direction whose time has come; returns the time
+-- until the next one is due (or nil).
+local function pump_trickles()
+  local now, wait = socket.gettime(), nil
+  for s, t in pairs(trickle) do
+    if #t.buf > 0 then
+      if now >= t.next_at then
+        if peer[s] then peer[s]:send(t.buf:sub(1, 1)) end
+        t.buf = t.buf:sub(2)
+        t.next_at = now + t.ms / 1000
+      end
+      if #t.buf > 0 then
+        local d = t.next_at - now
+        if not wait or d < wait then wait = d end
+      end
+    end
+  end
+  return wait
 end
 
 local function send_all(to, data)
@@ -73,6 +112,21 @@ local function command(line)
   for w in line:gmatch("%S+") do words[#words + 1] = w end
   local cmd, n, dir = words[1], words[2], words[3]
   if cmd == "count" then return "ok " .. #conns end
+  if cmd == "trickle" or cmd == "normal" then
+    local ms = cmd == "trickle" and tonumber(words[4]) or nil
+    if cmd == "trickle" and not (ms and ms > 0) then return "error trickle needs MS" end
+    if dir ~= "up" and dir ~= "down" then return "error bad direction" end
+    local targets = {}
+    if n == "all" then
+      trickle_all[dir] = ms
+      for i = 1, #conns do targets[#targets + 1] = source(i, dir) end
+    else
+      targets[1] = source(n, dir)
+      if not targets[1] then return "error bad connection" end
+    end
+    for _, s in ipairs(targets) do set_trickle(s, ms) end
+    return "ok"
+  end
   if cmd == "drop" then
     local c = conns[tonumber(n)]
     if not c then return "error no connection " .. tostring(n) end
@@ -96,7 +150,8 @@ local function command(line)
 end
 
 while true do
-  local readable = socket.select(sockets, nil, 1)
+  local wait = pump_trickles()
+  local readable = socket.select(sockets, nil, wait and math.max(0, math.min(wait, 1)) or 1)
   for _, s in ipairs(readable) do
     if s == server then
       local client = server:accept()
@@ -111,6 +166,8 @@ while true do
           sockets[#sockets + 1] = client
           sockets[#sockets + 1] = upstream
           conns[#conns + 1] = { client = client, upstream = upstream }
+          if trickle_all.up then set_trickle(client, trickle_all.up) end
+          if trickle_all.down then set_trickle(upstream, trickle_all.down) end
         else
           client:close()
         end
@@ -137,6 +194,8 @@ while true do
       if data and #data > 0 then
         if held[s] then
           held[s][#held[s] + 1] = data
+        elseif trickle[s] then
+          trickle[s].buf = trickle[s].buf .. data
         else
           send_all(peer[s], data)
         end
