@@ -15,6 +15,7 @@
  * luaL_argerror.
  */
 #include "client.h"
+#include "client_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -26,6 +27,7 @@
 #include "compat.h"
 #include "conn.h"
 #include "deadline.h"
+#include "luaval.h"
 #include "monotime.h"
 #include "router.h"
 #include "script.h"
@@ -34,20 +36,9 @@
 #include "watch.h"
 #include "watchdog.h"
 
-#define CLIENT_MT "redislock.client"
-
-/* Nested replies deeper than this are cut: Redis never sends them for our
- * commands, and it keeps a hostile server from exhausting the C stack. */
-#define CLIENT_MAX_DEPTH 16
 #define CLIENT_MAX_SEEDS 64
 
-typedef struct client_ud {
-    topo *t;      /* NULL once closed */
-    router *r;    /* this client's connections */
-    wd *wd;       /* the watchdog, created at the first watched lock */
-} client_ud;
-
-static client_ud *client_check(lua_State *L) {
+client_ud *client_check(lua_State *L) {
     client_ud *u = (client_ud *)luaL_checkudata(L, 1, CLIENT_MT);
     if (u->t == NULL) luaL_error(L, "attempt to use a closed redislock client");
     return u;
@@ -227,92 +218,13 @@ static int meth_wait_client(lua_State *L) {
 
 /* ---- arguments and replies ------------------------------------------- */
 
-/* Writes the number at stack index i as Redis wants it, replacing it with
- * the string. Integral values become integers with every digit ("1500", not
- * "1500.0", which PX needs; a 16-digit fence, not the "1.7953298305222e+15"
- * that Lua 5.1 and LuaJIT make of it, which would merge neighbouring
- * fences). Others get the fewest digits that read back as the same double. */
-static void client_number_arg(lua_State *L, int i) {
-    char buf[64];
-    int len;
-#if LUA_VERSION_NUM >= 503
-    if (lua_isinteger(L, i)) {
-        len = snprintf(buf, sizeof buf, LUA_INTEGER_FMT, (LUAI_UACINT)lua_tointeger(L, i));
-    } else
-#endif
-    {
-        lua_Number x = lua_tonumber(L, i);
-        if (x != x || x == HUGE_VAL || x == -HUGE_VAL)
-            luaL_argerror(L, i, "finite number expected");
-        if (floor(x) == x && fabs(x) < 9.2e18) {
-            len = snprintf(buf, sizeof buf, "%lld", (long long)x);
-        } else {
-            /* the shortest of 15, 16, 17 digits that reads back the same:
-             * 0.1 goes as "0.1", not "0.10000000000000001" */
-            int digits;
-            for (digits = 15; digits <= 17; digits++) {
-                len = snprintf(buf, sizeof buf, "%.*g", digits, (double)x);
-                if (strtod(buf, NULL) == (double)x) break;
-            }
-        }
-    }
-    lua_pushlstring(L, buf, (size_t)len);
-    lua_replace(L, i);
-}
-
 /* core.number_arg(x) -> the string a command argument x is sent as: the one
  * rule, for transports that write their own requests (cosocket.lua). */
 int client_global_number_arg(lua_State *L) {
     luaL_checknumber(L, 1);
     lua_settop(L, 1);
-    client_number_arg(L, 1);
+    luaval_number_arg(L, 1);
     return 1;
-}
-
-/* Collects stack values first..top as binary-safe strings (numbers written
- * by client_number_arg). */
-static int client_args(lua_State *L, int first, const char **argv, size_t *lens, int max) {
-    int top = lua_gettop(L), i, n = 0;
-    if (top - first + 1 > max) luaL_error(L, "too many arguments (at most %d)", max);
-    for (i = first; i <= top; i++, n++) {
-        int t = lua_type(L, i);
-        if (t == LUA_TNUMBER) {
-            client_number_arg(L, i);
-        } else if (t != LUA_TSTRING) {
-            luaL_argerror(L, i, lua_pushfstring(L, "string or number expected, got %s", luaL_typename(L, i)));
-        }
-        argv[n] = lua_tolstring(L, i, &lens[n]);
-    }
-    return n;
-}
-
-static void client_push_reply(lua_State *L, const redisReply *r, int depth) {
-    size_t i;
-    switch (r->type) {
-    case REDIS_REPLY_INTEGER:
-        lua_pushinteger(L, (lua_Integer)r->integer);
-        break;
-    case REDIS_REPLY_STRING:
-    case REDIS_REPLY_STATUS:
-    case REDIS_REPLY_ERROR:
-        lua_pushlstring(L, r->str, r->len);
-        break;
-    case REDIS_REPLY_ARRAY:
-        if (depth >= CLIENT_MAX_DEPTH) {
-            lua_pushboolean(L, 0);
-            break;
-        }
-        luaL_checkstack(L, 4, "reply too deep");
-        lua_createtable(L, (int)r->elements, 0);
-        for (i = 0; i < r->elements; i++) {
-            client_push_reply(L, r->element[i], depth + 1);
-            lua_rawseti(L, -2, (int)i + 1);
-        }
-        break;
-    default: /* NIL, and RESP3 types we never ask for */
-        lua_pushboolean(L, 0);
-        break;
-    }
 }
 
 /* Pushes the Lua result of a command: the reply, or nil, err, kind (kind:
@@ -332,7 +244,7 @@ static int client_result(lua_State *L, client_ud *u, redisReply *r) {
         freeReplyObject(r);
         return 3;
     }
-    client_push_reply(L, r, 0);
+    luaval_push_reply(L, r, 0);
     freeReplyObject(r);
     return 1;
 }
@@ -350,7 +262,7 @@ static int meth_script(lua_State *L) {
     const script_def *s = strlen(name) == len ? script_find(name) : NULL;
     int n;
     if (s == NULL) return luaL_argerror(L, 2, "no such script");
-    n = client_args(L, 3, argv, lens, SCRIPT_MAX_ARGS);
+    n = luaval_args(L, 3, argv, lens, SCRIPT_MAX_ARGS);
     if (n < s->nkeys)
         return luaL_error(L, "script '%s' takes %d keys, got %d arguments", s->name, s->nkeys, n);
     return client_result(L, u, route_script(u->r, s, n, argv, lens));
@@ -367,7 +279,7 @@ static int meth_command(lua_State *L) {
     client_ud *u = client_check(L);
     int n;
     luaL_checkstring(L, 2);
-    n = client_args(L, 2, argv, lens, CLIENT_MAX_COMMAND_ARGS);
+    n = luaval_args(L, 2, argv, lens, CLIENT_MAX_COMMAND_ARGS);
     return client_result(L, u, route_command(u->r, n > 1 ? argv[1] : NULL, n > 1 ? lens[1] : 0,
                                              n, argv, lens));
 }
@@ -651,6 +563,7 @@ void client_register(lua_State *L) {
     luaL_newmetatable(L, CLIENT_MT);     /* mt */
     luaL_setfuncs(L, client_meta, 0);
     luaL_newlib(L, client_methods);      /* mt, methods */
+    luaL_setfuncs(L, client_topo_methods, 0);
     lua_setfield(L, -2, "__index");      /* mt */
     lua_pop(L, 1);                       /* */
 }

@@ -3,7 +3,7 @@
  * untrusted data, without any network.
  *
  * Why `#include "../csrc/client.c"`: the code that turns Redis replies into
- * Lua values (client_push_reply, client_result) and the client userdata
+ * Lua values (client_result; luaval.c has the reply conversion) and the client userdata
  * layout (client_ud) are static in client.c. Including the .c file makes them
  * reachable from this translation unit without changing the core. The other
  * csrc files
@@ -142,7 +142,7 @@ static void fz_check_value(lua_State *L, int idx, const redisReply *r, int depth
             fz_fail("reply", "string reply bytes differ");
         break;
     case REDIS_REPLY_ARRAY:
-        if (depth >= CLIENT_MAX_DEPTH) {
+        if (depth >= LUAVAL_MAX_DEPTH) {
             if (!lua_isboolean(L, idx) || lua_toboolean(L, idx))
                 fz_fail("reply", "array past the depth limit is not false");
             break;
@@ -166,7 +166,7 @@ static void fz_check_value(lua_State *L, int idx, const redisReply *r, int depth
  * value against the tree. Does not free r. */
 static void fz_convert(lua_State *L, const redisReply *r) {
     int top = lua_gettop(L);
-    client_push_reply(L, r, 0);
+    luaval_push_reply(L, r, 0);
     if (lua_gettop(L) != top + 1) fz_fail("reply", "client_push_reply left the stack unbalanced");
     fz_check_value(L, -1, r, 0);
     lua_settop(L, top);
@@ -278,36 +278,33 @@ static void fz_mode_tree(lua_State *L, fz_in *in) {
 static void fz_push_pair_client(lua_State *L, const char *server, size_t n) {
     conn_config cfg;
     client_ud *u;
+    conn *c;
+    char err[CONN_ERRSTR_LEN];
     int sv[2];
-    u = (client_ud *)lua_newuserdata(L, sizeof *u);
-    u->conn = NULL;
-    u->wd = NULL;
-    u->wd_addrs_gen = 0;
-    luaL_getmetatable(L, CLIENT_MT);
-    lua_setmetatable(L, -2);
+    u = client_push_closed(L);
     memset(&cfg, 0, sizeof cfg);
     cfg.host = (char *)"127.0.0.1";
     cfg.port = 1;
     cfg.connect_timeout_ms = 100;
     cfg.timeout_ms = 200;
-    u->conn = conn_new(&cfg);
-    if (u->conn == NULL || fz_npeers >= FZ_MAX_PEERS) return;
+    u->t = topo_new(TOPO_SINGLE, &cfg, NULL, 0, NULL, NULL, NULL, err, sizeof err);
+    if (u->t == NULL) return;
+    u->r = router_new(u->t, 0);
+    /* a numeric address: loading the topology does no I/O */
+    if (u->r == NULL || router_sync(u->r) != 0 || (c = router_conn(u->r, 0)) == NULL) return;
+    if (fz_npeers >= FZ_MAX_PEERS) return;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return;
     /* Non-blocking: never wait on our own socket buffer. */
     fcntl(sv[1], F_SETFL, O_NONBLOCK);
     if (n > 0 && write(sv[1], server, n) < 0) { /* a partial answer is fine too */ }
     shutdown(sv[1], SHUT_WR);
     fz_peers[fz_npeers++] = sv[1];
-    conn_adopt_fd(u->conn, sv[0]);
+    conn_adopt_fd(c, sv[0]);
 }
 
 /* Pushes a client userdata that is already closed. */
 static void fz_push_closed_client(lua_State *L) {
-    client_ud *u = (client_ud *)lua_newuserdata(L, sizeof *u);
-    u->conn = NULL;
-    u->wd = NULL;
-    luaL_getmetatable(L, CLIENT_MT);
-    lua_setmetatable(L, -2);
+    client_push_closed(L);
 }
 
 static void fz_close_peers(void) {

@@ -1,0 +1,25 @@
+/* client_internal.h: the client userdata, for client.c and client_topo.c. */
+#ifndef REDISLOCK_CLIENT_INTERNAL_H
+#define REDISLOCK_CLIENT_INTERNAL_H
+
+#include "lua.h"
+#include "lauxlib.h"
+#include "router.h"
+#include "topo.h"
+#include "watchdog.h"
+
+#define CLIENT_MT "redislock.client"
+
+typedef struct client_ud {
+    topo *t;      /* NULL once closed */
+    router *r;    /* this client's connections */
+    wd *wd;       /* the watchdog, created at the first watched lock */
+} client_ud;
+
+/* The client at stack index 1; raises if it is closed. */
+client_ud *client_check(lua_State *L);
+
+/* The topology methods (client_topo.c). */
+extern const luaL_Reg client_topo_methods[];
+
+#endif

@@ -1,0 +1,125 @@
+/*
+ * client_topo.c: the client's topology, for transports that talk to the
+ * nodes themselves (the nginx cosocket transport): they ask where a key
+ * lives, and feed what they learn (a CLUSTER SLOTS reply, the master the
+ * sentinels named) back to the one C parser and the one topology the
+ * watchdog thread routes by.
+ */
+#include "client_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat.h"
+#include "cluster.h"
+#include "luaval.h"
+
+/* client:topology() -> mode ("single", "sentinel", "cluster"), { seeds... }
+ * What this client routes by, for a transport that talks to the nodes
+ * itself and feeds what it learns back (load_slots, set_master). */
+static int meth_topology(lua_State *L) {
+    static const char *const modes[] = {"single", "sentinel", "cluster"};
+    client_ud *u = client_check(L);
+    char buf[160];
+    int i;
+    lua_pushstring(L, modes[u->t->mode]);
+    lua_createtable(L, u->t->nseeds, 0);
+    pthread_mutex_lock(&u->t->mu);
+    for (i = 0; i < u->t->nseeds; i++) {
+        topo_node_describe(&u->t->seeds[i], buf, sizeof buf);
+        lua_pushstring(L, buf);
+        lua_rawseti(L, -2, i + 1);
+    }
+    pthread_mutex_unlock(&u->t->mu);
+    if (u->t->master) {
+        lua_pushstring(L, u->t->master);
+        return 3;
+    }
+    return 2;
+}
+
+/* client:route(key) -> host, port | path | nil (no topology loaded yet, or
+ * no node serves the key's slot). */
+static int meth_route(lua_State *L) {
+    client_ud *u = client_check(L);
+    size_t klen;
+    const char *key = luaL_optlstring(L, 2, "", &klen);
+    topo_snap *s = topo_snap_get(u->t);
+    int i;
+    if (s == NULL) return 0;
+    i = topo_node_of(s, key, klen);
+    if (i < 0) {
+        topo_snap_put(u->t, s);
+        return 0;
+    }
+    if (s->nodes[i].path) {
+        lua_pushstring(L, s->nodes[i].path);
+        topo_snap_put(u->t, s);
+        return 1;
+    }
+    lua_pushstring(L, s->nodes[i].host);
+    lua_pushinteger(L, s->nodes[i].port);
+    topo_snap_put(u->t, s);
+    return 2;
+}
+
+/* client:load_slots(reply, host, port) -> true | nil, err
+ * A CLUSTER SLOTS reply that the caller got from node host:port, parsed
+ * by the C parser and published as the topology (the watchdog follows). */
+static int meth_load_slots(lua_State *L) {
+    client_ud *u = client_check(L);
+    topo_node asked;
+    topo_snap *s;
+    redisReply *r;
+    char err[CONN_ERRSTR_LEN];
+    int i;
+    luaL_checktype(L, 2, LUA_TTABLE);
+    memset(&asked, 0, sizeof asked);
+    asked.host = (char *)luaL_checkstring(L, 3);
+    asked.port = (int)luaL_checkinteger(L, 4);
+    if (u->t->mode != TOPO_CLUSTER) return luaL_error(L, "not a cluster client");
+    r = luaval_reply_of(L, 2, 0);
+    if (r == NULL) return luaL_error(L, "out of memory");
+    s = cluster_parse_slots(r, &asked, err, sizeof err);
+    freeReplyObject(r);
+    if (s == NULL) {
+        lua_pushnil(L);
+        lua_pushstring(L, err);
+        return 2;
+    }
+    for (i = 0; i < s->nnodes; i++) topo_node_resolve(&s->nodes[i], 0, 0, err, sizeof err);
+    topo_publish(u->t, s);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* client:set_master(host, port) -> true
+ * The master the caller found through the sentinels (and confirmed with
+ * ROLE), published as the topology (the watchdog follows). */
+static int meth_set_master(lua_State *L) {
+    client_ud *u = client_check(L);
+    const char *host = luaL_checkstring(L, 2);
+    lua_Number port = luaL_checknumber(L, 3);
+    topo_snap *s;
+    char err[CONN_ERRSTR_LEN];
+    if (u->t->mode != TOPO_SENTINEL) return luaL_error(L, "not a sentinel client");
+    if (!(port >= 1 && port <= 65535)) return luaL_argerror(L, 3, "port out of range");
+    s = topo_snap_new(1, 0);
+    if (s == NULL || (s->nodes[0].host = strdup(host)) == NULL) {
+        topo_snap_free(s);
+        return luaL_error(L, "out of memory");
+    }
+    s->nodes[0].port = (int)port;
+    topo_node_resolve(&s->nodes[0], 0, 0, err, sizeof err);
+    topo_publish(u->t, s);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+const luaL_Reg client_topo_methods[] = {
+    {"topology", meth_topology},
+    {"route", meth_route},
+    {"load_slots", meth_load_slots},
+    {"set_master", meth_set_master},
+    {NULL, NULL}
+};
