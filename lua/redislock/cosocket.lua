@@ -63,8 +63,10 @@ end
 
 --- A transport for `cfg` (the fields of redislock.connect after URL parsing).
 -- native: the C client that hosts the watchdog, or nil (a wait connection).
+-- topo: the C client whose topology routes keys (Sentinel, Cluster): the
+-- same for a transport and its wait connection.
 -- Returns nil, err outside nginx or without lua-resty-redis.
-function _M.new(cfg, native)
+function _M.new(cfg, native, topo)
   if not (ngx and ngx.socket and ngx.socket.tcp) then
     return nil, "transport 'cosocket' needs nginx with its Lua module (ngx.socket.tcp)"
   end
@@ -72,14 +74,13 @@ function _M.new(cfg, native)
   if not redis then
     return nil, "transport 'cosocket' needs lua-resty-redis (resty.redis)"
   end
-  local id = table.concat({ where(cfg), cfg.db or 0, cfg.username or "",
-    cfg.password and ngx.md5(cfg.password) or "" }, "|")
   return setmetatable({
     _redis = redis,
     _cfg = cfg,
     _native = native,
+    _topo = topo or native,
+    _mode = cfg.mode or "single",
     _where = where(cfg),
-    _pool = "redislock|" .. id,
     _connect_ms = ms(cfg.connect_timeout, 2),
     _timeout_ms = ms(cfg.timeout, 2),
     _closed = false,
@@ -120,69 +121,203 @@ local function convert(v)
   return v
 end
 
-function Transport:_lost(err)
-  return "connection lost: " .. (err == "timeout" and "timed out" or tostring(err)) .. " (" .. self._where .. ")"
+local function lost(err, at)
+  return "connection lost: " .. (err == "timeout" and "timed out" or tostring(err)) .. " (" .. at .. ")"
 end
 
--- A connection from the pool, authenticated and on the right database.
--- timeout_ms: this call's command timeout, read before anything yields (the
--- transport is shared by the requests of a worker).
-function Transport:_get(timeout_ms)
+-- "host:port" or the unix path of a node table.
+local function node_where(node) return where(node) end
+
+-- A connection from the pool to `node` ({host=, port=} or {path=}),
+-- authenticated (user, password: the node's credentials) and on database
+-- db. A pool of our own per address, database and user: nginx pools by
+-- address alone by default, and a connection that other code left on
+-- another database or user would put our keys there (two holders).
+-- timeout_ms is read before anything yields (the transport is shared by the
+-- requests of a worker).
+function Transport:_connect(node, timeout_ms, user, password, db)
   local red = self._redis:new()
   red:set_timeout(self._connect_ms)
-  local cfg = self._cfg
-  -- A pool of our own per address, database and user: nginx pools by
-  -- address alone by default, and a connection that other code left on
-  -- another database or user would put our keys there (two holders).
-  local opts = { pool = self._pool }
+  local at = node_where(node)
+  local pool = table.concat({ "redislock", at, db or 0, user or "",
+    password and ngx.md5(password) or "" }, "|")
   local ok, err
-  if cfg.path then
-    ok, err = red:connect("unix:" .. cfg.path, opts)
+  if node.path then
+    ok, err = red:connect("unix:" .. node.path, { pool = pool })
   else
-    ok, err = red:connect(cfg.host or "127.0.0.1", cfg.port or 6379, opts)
+    ok, err = red:connect(node.host or "127.0.0.1", node.port or 6379, { pool = pool })
   end
   if not ok then
     err = err == "timeout" and "timed out" or tostring(err)
-    return nil, "connection failed: " .. err .. " (" .. self._where .. ")"
+    return nil, "connection failed: " .. err .. " (" .. at .. ")", true
   end
   red:set_timeout(timeout_ms)
   if (red:get_reused_times() or 0) == 0 then
     local setup = {}
-    if cfg.password then
-      setup[#setup + 1] = cfg.username and { "auth", cfg.username, cfg.password } or { "auth", cfg.password }
+    if password then
+      setup[#setup + 1] = user and { "auth", user, password } or { "auth", password }
     end
-    if cfg.db and cfg.db > 0 then setup[#setup + 1] = { "select", string.format("%d", cfg.db) } end
+    if db and db > 0 then setup[#setup + 1] = { "select", string.format("%d", db) } end
     for _, c in ipairs(setup) do
       local res, serr = red[c[1]](red, unpack(c, 2))
       if not res then
         red:close()
         if res == false then return nil, "redis error: " .. tostring(serr) end
-        return nil, self:_lost(serr)
+        return nil, lost(serr, at), true
       end
     end
   end
   return red
 end
 
--- Runs fn(red) on a pooled connection; the result as the native client's.
-function Transport:_call(fn)
-  local red, err = self:_get(self._timeout_ms)
-  if not red then return nil, err end
-  local ok, res, rerr = pcall(fn, red)
-  if not ok then
-    red:close()
-    error(res, 0)
-  end
-  if res == nil then
-    red:close()
-    return nil, self:_lost(rerr)
-  end
-  red:set_keepalive(POOL_IDLE_MS, POOL_SIZE)
-  if res == false then return nil, "redis error: " .. tostring(rerr) end
-  return convert(res)
+function Transport:_get(node, timeout_ms)
+  local cfg = self._cfg
+  return self:_connect(node, timeout_ms, cfg.username, cfg.password, self._mode == "cluster" and 0 or cfg.db)
 end
 
---- One of the embedded scripts: EVALSHA, EVAL on NOSCRIPT.
+local function parse_hostport(s)
+  local host, port = s:match("^%[(.*)%]:(%d+)$")
+  if not host then host, port = s:match("^(.*):(%d+)$") end
+  return { host = host, port = tonumber(port) }
+end
+
+-- Asks the sentinels (Sentinel) or the nodes (Cluster) where keys live,
+-- over cosockets, and hands what they said to the C topology, which parses
+-- it with the same code as the native transport and the watchdog use.
+function Transport:_refresh()
+  local mode, seeds, master = self._topo:topology()
+  local cfg, last = self._cfg, "no address given"
+  if mode == "cluster" then
+    local known = {}
+    local host, port = self._topo:route("")
+    if host then known[1] = { host = host, port = port } end
+    for _, s in ipairs(seeds) do known[#known + 1] = parse_hostport(s) end
+    for _, node in ipairs(known) do
+      local red, err = self:_get(node, self._connect_ms)
+      if red then
+        local res, rerr = red:cluster("slots")
+        if res then
+          red:set_keepalive(POOL_IDLE_MS, POOL_SIZE)
+          local ok, perr = self._topo:load_slots(convert(res), node.host, node.port)
+          if ok then return true end
+          last = perr
+        else
+          red:close()
+          last = "redis error: " .. tostring(rerr)
+        end
+      else
+        last = err
+      end
+    end
+    return nil, "cluster unreachable (last: " .. tostring(last) .. ")"
+  end
+  -- Sentinel: the first sentinel that knows the master, confirmed by ROLE
+  local answered, unknown = 0, 0
+  for _, s in ipairs(seeds) do
+    local node = parse_hostport(s)
+    local red, err = self:_connect(node, self._connect_ms, cfg.sentinel_username, cfg.sentinel_password, 0)
+    if red then
+      local res, rerr = red:sentinel("get-master-addr-by-name", master)
+      if res then red:set_keepalive(POOL_IDLE_MS, POOL_SIZE) else red:close() end
+      answered = answered + 1
+      if type(res) == "table" and res[1] and res[2] then
+        local m = { host = res[1], port = tonumber(res[2]) }
+        local mred, merr = self:_get(m, self._connect_ms)
+        if mred then
+          local role = mred:role()
+          mred:set_keepalive(POOL_IDLE_MS, POOL_SIZE)
+          if type(role) == "table" and role[1] == "master" then
+            self._topo:set_master(m.host, m.port)
+            return true
+          end
+          last = "master not confirmed at " .. node_where(m)
+        else
+          last = merr
+        end
+      elseif res == null then
+        unknown = unknown + 1
+      else
+        last = "redis error: " .. tostring(rerr)
+      end
+    else
+      last = err
+    end
+  end
+  if answered > 0 and unknown == answered then
+    return nil, "master name unknown: " .. tostring(master) .. " (the sentinels answered, none knows it)"
+  end
+  if answered == 0 then return nil, "no sentinel reachable (last: " .. tostring(last) .. ")" end
+  return nil, last
+end
+
+-- The node of `key` (nil: any). Single: the configured endpoint.
+function Transport:_node(key)
+  if self._mode == "single" then return self._cfg end
+  local host, port = self._topo:route(key or "")
+  if not host then
+    local ok, err = self:_refresh()
+    if not ok then return nil, err end
+    host, port = self._topo:route(key or "")
+    if not host then return nil, "redis error: CLUSTERDOWN no node serves this key's slot" end
+  end
+  if port then return { host = host, port = port } end
+  return { path = host }
+end
+
+local MAX_TRIES = 8
+
+-- Runs fn(red) on a pooled connection to the node of key; the result as
+-- the native client's. The same redirect rules as the C router: MOVED and
+-- READONLY reload the topology and try again, ASK sends ASKING to the
+-- named node first, TRYAGAIN waits a little; a refused connection (not
+-- sent) looks again; a request that was sent is never repeated.
+function Transport:_call(fn, key)
+  local timeout_ms = self._timeout_ms
+  local asking
+  for tries = 1, MAX_TRIES do
+    local node, err = asking, nil
+    if not node then node, err = self:_node(key) end
+    if not node then return nil, err end
+    local red, cerr, not_sent = self:_get(node, timeout_ms)
+    if not red then
+      if not not_sent or self._mode == "single" or tries == MAX_TRIES then return nil, cerr end
+      self:_refresh()
+    else
+      if asking then
+        red:asking()
+        red._redislock_asking = true
+      end
+      local ok, res, rerr = pcall(fn, red)
+      if not ok then
+        red:close()
+        error(res, 0)
+      end
+      if res == nil then
+        red:close()
+        return nil, lost(rerr, node_where(node))
+      end
+      red:set_keepalive(POOL_IDLE_MS, POOL_SIZE)
+      if res ~= false then return convert(res) end
+      local word, target = tostring(rerr):match("^(%u+) %d+ (%S+)$")
+      rerr = tostring(rerr)
+      if self._mode == "single" then return nil, "redis error: " .. rerr end
+      if word == "ASK" then
+        asking = parse_hostport(target)
+      elseif word == "MOVED" or rerr:find("^READONLY") then
+        asking = nil
+        self:_refresh()
+      elseif rerr:find("^TRYAGAIN") then
+        ngx.sleep(0.005 * tries)
+      else
+        return nil, "redis error: " .. rerr
+      end
+    end
+  end
+  return nil, "redis error: too many redirects (the cluster is resharding?)"
+end
+
+--- One of the embedded scripts: EVALSHA, EVAL on NOSCRIPT (per node: the
+-- script cache is not replicated), on the node of its first key.
 function Transport:script(name, ...)
   self:_check()
   local s = type(name) == "string" and core.scripts[name]
@@ -193,20 +328,23 @@ function Transport:script(name, ...)
   return self:_call(function(red)
     local res, err = red:evalsha(s.sha, s.keys, unpack(args, 1, n))
     if res == false and type(err) == "string" and err:find("^NOSCRIPT") then
+      -- (after an ASK, ASKING again: it holds for one command only)
+      if red._redislock_asking then red:asking() end
       res, err = red:eval(s.source, s.keys, unpack(args, 1, n))
     end
     return res, err
-  end)
+  end, s.keys > 0 and args[1] or nil)
 end
 
---- Any command, as the native client's command.
+--- Any command, as the native client's command: on the node of its first
+-- argument taken as a key.
 function Transport:command(name, ...)
   self:_check()
   if type(name) ~= "string" then error("bad argument #1 to 'command' (string expected)", 2) end
   local n = select("#", ...)
   local args = to_strings(n, ...)
   local method = name:lower()
-  return self:_call(function(red) return red[method](red, unpack(args, 1, n)) end)
+  return self:_call(function(red) return red[method](red, unpack(args, 1, n)) end, args[1])
 end
 
 --- The per-command timeout from now on, seconds (0: none).
@@ -221,7 +359,7 @@ function Transport:block(key, seconds, exact)
   self:_check()
   local waiter = self._waiter
   if not waiter then
-    waiter = assert(_M.new(self._cfg))
+    waiter = assert(_M.new(self._cfg, nil, self._topo))
     self._waiter = waiter
   end
   waiter:set_timeout(seconds + (exact and 0.005 or 0.25))
