@@ -18,6 +18,7 @@
 #include "monotime.h"
 #include "process.h"
 #include "script.h"
+#include "slot.h"
 #include "token.h"
 #include "wd_ids.h"
 
@@ -68,6 +69,23 @@ static int global_getpid(lua_State *L) {
     return 1;
 }
 
+/* core.slot(key) -> the key's Redis Cluster hash slot (slot.h), and
+ * core.crc16(s) -> CRC16-XMODEM of s: the one definition the router and the
+ * watchdog use, for specs and for transports that route themselves. */
+static int global_slot(lua_State *L) {
+    size_t len;
+    const char *key = luaL_checklstring(L, 1, &len);
+    lua_pushinteger(L, slot_of(key, len));
+    return 1;
+}
+
+static int global_crc16(lua_State *L) {
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len);
+    lua_pushinteger(L, slot_crc16(s, len));
+    return 1;
+}
+
 /* core._test_next_id(n): the next lock id drawn is n (a test hook: specs
  * reach ids near 2^53, where a double stops telling neighbours apart, at
  * once instead of after billions of locks). */
@@ -105,6 +123,8 @@ static const luaL_Reg core_functions[] = {
     {"getpid", global_getpid},
     {"drift", global_drift},
     {"sleep", global_sleep},
+    {"slot", global_slot},
+    {"crc16", global_crc16},
     {"_test_next_id", global_test_next_id},
     {NULL, NULL}
 };

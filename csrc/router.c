@@ -138,6 +138,7 @@ static int router_find(const router *r, const topo_node *n) {
 
 static void router_pause(int tries, int64_t deadline) {
     int64_t ms = 5 * (int64_t)tries, left = (deadline - monotime_us()) / 1000;
+    if (ms > 100) ms = 100;
     struct timespec ts;
     if (deadline != DEADLINE_NONE && left < ms) ms = left > 0 ? left : 0;
     ts.tv_sec = (time_t)(ms / 1000);
@@ -171,7 +172,7 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
                               int argc, const char **argv, const size_t *lens) {
     int64_t deadline = deadline_in_ms(r->timeout_ms);
     topo_node ask = {0};
-    int asking = 0, use_eval = 0, tries = 0, refreshed = 0;
+    int asking = 0, use_eval = 0, tries = 0, refreshed = 0, waits = 0;
     redisReply *reply = NULL;
     if (topo_epoch(r->t) == 0) refreshed = 1;   /* router_sync loads it now */
     while (reply == NULL) {
@@ -255,6 +256,9 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             topo_node_clear(&target);
             continue;   /* a clear error, in Redis' own words */
         }
+        if (redirect == CLUSTER_TRYAGAIN)
+            snprintf(r->errstr, sizeof r->errstr, "redis error: %.*s",
+                     (int)(reply->len > 150 ? 150 : reply->len), reply->str);
         freeReplyObject(reply);
         reply = NULL;
         switch (redirect) {
@@ -270,7 +274,13 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             asking = 1;
             break;
         case CLUSTER_TRYAGAIN:
-            router_pause(tries, deadline);
+            /* a multi-key request in a slot being migrated: it did not
+             * run; wait (more each time) until the move ends or the
+             * deadline passes, without counting it as a redirect */
+            waits++;
+            router_pause(waits, deadline);
+            tries--;
+            if (deadline == DEADLINE_NONE && waits > 200) deadline = monotime_us();
             break;
         case CLUSTER_READONLY:
             /* a failover made our master a replica: find the new one */
@@ -282,7 +292,10 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             break;
         }
         if (deadline_passed(deadline)) {
-            router_fail(r, CONN_ETIMEOUT, "connection lost: timed out (following redirects)");
+            if (redirect == CLUSTER_TRYAGAIN)
+                r->err = CONN_EREDIS;   /* errstr: Redis' TRYAGAIN */
+            else
+                router_fail(r, CONN_ETIMEOUT, "connection lost: timed out (following redirects)");
             break;
         }
     }

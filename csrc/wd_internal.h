@@ -88,6 +88,7 @@ int64_t wd_retry_at(const wd_entry *e, int64_t now);
 int wd_link_reserve(wd_link *l, uint32_t total);
 int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int eval, int asking, int64_t sent_at);
 int wd_links_sync(wd *w, int64_t now);
+int wd_link_open(wd_link *l, int64_t now);
 wd_link *wd_link_find(wd *w, const topo_node *n);
 conn *wd_link_conn(wd *w, const topo_node *n);
 void wd_link_unqueue(wd_link *l, wd_entry *e);

@@ -61,6 +61,7 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int eval, int asking, int64_t 
         if (conn_append(l->c, 1, ask, ask_len) != 0) return -1;
         req = wd_link_at(l, l->n++);
         memset(req, 0, sizeof *req);
+        req->sent_at = sent_at;   /* the reply timeout counts from here too */
         req->from = from;
         req->to = l->c->queued_total;
     }
@@ -254,6 +255,14 @@ conn *wd_link_conn(wd *w, const topo_node *n) {
     c->may_resolve = 0;
     if (n->addrs.n > 0) conn_set_addrs(c, &n->addrs);
     return c;
+}
+
+/* Starts connecting the link if it is down (the connect timeout counts from
+ * now). 0, or -1 when even starting failed. */
+int wd_link_open(wd_link *l, int64_t now) {
+    if (l->c->fd >= 0) return 0;
+    l->since = now;
+    return conn_start(l->c) < 0 ? -1 : 0;
 }
 
 wd_link *wd_link_find(wd *w, const topo_node *n) {

@@ -99,8 +99,7 @@ void wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, i
         /* the slot is moving: this one renewal goes to the new node */
         wd_link *to = wd_link_find(w, &target);
         topo_node_clear(&target);
-        if (to && (to->c->fd >= 0 || conn_start(to->c) >= 0) &&
-            wd_link_queue(w, to, e, 0, 1, req->sent_at) == 0)
+        if (to && wd_link_open(to, now) == 0 && wd_link_queue(w, to, e, 0, 1, req->sent_at) == 0)
             return;
         w->want_refresh = 1;
         wd_apply_failure(w, e, now);
@@ -165,13 +164,10 @@ void wd_collect(wd *w, int64_t now) {
             wd_apply_failure(w, e, now);
             continue;
         }
-        if (l->c->fd < 0) {
-            l->since = now;
-            if (conn_start(l->c) < 0) {
-                if (w->t->mode != TOPO_SINGLE) w->want_refresh = 1;
-                wd_apply_failure(w, e, now);
-                continue;
-            }
+        if (wd_link_open(l, now) != 0) {
+            if (w->t->mode != TOPO_SINGLE) w->want_refresh = 1;
+            wd_apply_failure(w, e, now);
+            continue;
         }
         if (wd_link_queue(w, l, e, 0, 0, now) != 0) {
             wd_apply_failure(w, e, now);

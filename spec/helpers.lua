@@ -291,6 +291,13 @@ end
 
 local function redis_cmdline(srv)
   local opts = srv.opts
+  if opts.sentinel then
+    -- redis-sentinel rewrites its config file: one of its own, in its dir
+    local conf = srv.dir .. "/sentinel.conf"
+    write_file(conf, table.concat({ "port " .. srv.port, "bind " .. srv.host, "dir " .. srv.dir,
+      "daemonize no", opts.sentinel }, "\n") .. "\n")
+    return "redis-sentinel " .. quote(conf)
+  end
   local a = { "redis-server", "--save", "", "--appendonly", "no",
               "--daemonize", "no", "--dir", srv.dir }
   local function add(...)
@@ -307,6 +314,10 @@ local function redis_cmdline(srv)
     add("--requirepass", opts.password)
   end
   if opts.debug then add("--enable-debug-command", "local") end
+  if opts.cluster then
+    add("--cluster-enabled", "yes", "--cluster-config-file", srv.dir .. "/nodes.conf",
+      "--cluster-node-timeout", tostring(opts.cluster_node_timeout or 1000))
+  end
   for _, v in ipairs(opts.args or {}) do add(tostring(v)) end
   for i = 1, #a do a[i] = quote(a[i]) end
   return table.concat(a, " ")
@@ -370,6 +381,9 @@ end
 --                    cli() then authenticates with it
 --   acl = {lines}    written to <dir>/users.acl, passed as --aclfile
 --   debug = true     --enable-debug-command local
+--   cluster = true   --cluster-enabled yes, its own nodes.conf, a short
+--                    node timeout (cluster_node_timeout ms, 1000)
+--   sentinel = text  a redis-sentinel instead, with these config lines
 --   args = {...}     extra redis-server arguments, appended last
 -- Fields: host, port, path, url, pid, dir, log, password, guard_pid.
 function M.start_redis(opts)
