@@ -337,6 +337,10 @@ int conn_fill(conn *c) {
 }
 
 int conn_reply(conn *c, redisReply **out) {
+    if (c->reader == NULL) {   /* closed: nothing more will come */
+        if (c->err == CONN_OK) conn_fail(c, CONN_ELOST, "lost", "closed");
+        return -1;
+    }
     for (;;) {
         void *rep = NULL;
         redisReply *r;

@@ -79,7 +79,7 @@ struct wd {
 void wd_mark_lost(wd *w, wd_entry *e, int state);
 void wd_entry_free(wd *w, wd_entry *e);
 void wd_collect(wd *w, int64_t now);
-void wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now);
+int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now);
 wd_link *wd_route(wd *w, const wd_entry *e);
 void wd_apply_failure(wd *w, wd_entry *e, int64_t now);
 int64_t wd_retry_at(const wd_entry *e, int64_t now);

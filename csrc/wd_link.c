@@ -164,7 +164,7 @@ void wd_link_pump(wd *w, wd_link *l, int64_t now) {
     for (;;) {
         redisReply *r = NULL;
         wd_req req;
-        int k = conn_reply(c, &r);
+        int drop, k = conn_reply(c, &r);
         if (k < 0) {
             wd_link_drop(w, l, now);
             return;
@@ -179,8 +179,12 @@ void wd_link_pump(wd *w, wd_link *l, int64_t now) {
         req = *wd_link_at(l, 0);
         l->head = (l->head + 1) % l->cap;
         l->n--;
-        if (req.e) wd_apply_reply(w, l, &req, r, now);   /* else ASKING's +OK */
+        drop = req.e && wd_apply_reply(w, l, &req, r, now);   /* (no e: ASKING's +OK) */
         freeReplyObject(r);
+        if (drop) {
+            wd_link_drop(w, l, now);
+            return;
+        }
     }
     if (c->fd >= 0 && conn_flush_some(c) < 0) wd_link_drop(w, l, now);
 }
@@ -312,7 +316,22 @@ int wd_links_sync(wd *w, int64_t now) {
             wd_link_free(&w->links[j]);
         }
     free(w->links);
-    if (w->snap) topo_snap_put(w->t, w->snap);
+    if (w->snap) {
+        /* The topology changed (a failover, a resharding): renew every lock
+         * at once on its node now. A new master has our keys only as they
+         * were replicated when it took over, so a lease it lacks is
+         * reported right away, not at the next renewal. */
+        uint32_t k;
+        for (k = 0; k < w->ids.cap; k++) {
+            wd_entry *e = w->ids.vals[k];
+            if (w->ids.keys[k] == 0 || e->state != WD_HELD || e->heap_pos < 0) continue;
+            wd_heap_remove(&w->heap, e);
+            e->next_at = now;
+            e->slack = 0;
+            wd_heap_push(&w->heap, e);
+        }
+        topo_snap_put(w->t, w->snap);
+    }
     w->links = links;
     w->nlinks = s->nnodes;
     w->snap = s;

@@ -75,7 +75,9 @@ wd_link *wd_route(wd *w, const wd_entry *e) {
     return node < w->nlinks ? &w->links[node] : NULL;
 }
 
-void wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now) {
+/* Applies one renewal's answer. Returns 1 when the link must be dropped
+ * (its node is a replica now), after the caller is done with this reply. */
+int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now) {
     wd_entry *e = req->e;
     topo_node target;
     int redirect;
@@ -83,15 +85,15 @@ void wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, i
     e->last_done = now;
     if (e->orphaned) {
         wd_entry_free(w, e);
-        return;
+        return 0;
     }
-    if (e->state != WD_HELD) return;
+    if (e->state != WD_HELD) return 0;
     if (!req->eval && script_is_noscript(r)) {
         /* The script cache was flushed (or this node never saw it: the
          * cache is per node): the script did not run, so EVAL runs it
          * exactly once, here. The lease still counts from the first send. */
         if (wd_link_queue(w, l, e, 1, req->asking, req->sent_at) != 0) wd_apply_failure(w, e, now);
-        return;
+        return 0;
     }
     memset(&target, 0, sizeof target);
     redirect = w->t->mode == TOPO_SINGLE ? CLUSTER_NONE : cluster_redirect_of(r, &target);
@@ -100,25 +102,24 @@ void wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, i
         wd_link *to = wd_link_find(w, &target);
         topo_node_clear(&target);
         if (to && wd_link_open(to, now) == 0 && wd_link_queue(w, to, e, 0, 1, req->sent_at) == 0)
-            return;
+            return 0;
         w->want_refresh = 1;
         wd_apply_failure(w, e, now);
-        return;
+        return 0;
     }
     topo_node_clear(&target);
     if (redirect == CLUSTER_MOVED || redirect == CLUSTER_READONLY) {
         /* the map changed, or our master is a replica now: reload the
          * topology and renew on the right node */
         w->want_refresh = 1;
-        if (redirect == CLUSTER_READONLY) conn_drop(l->c);
     }
     if (r->type != REDIS_REPLY_INTEGER) {
         wd_apply_failure(w, e, now);   /* a redis error: retried like an outage */
-        return;
+        return redirect == CLUSTER_READONLY;
     }
     if (r->integer != 1) {
         wd_mark_lost(w, e, WD_NOT_HELD);
-        return;
+        return 0;
     }
     e->failing = 0;
     if (e->raced) {
@@ -137,6 +138,7 @@ void wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, i
         e->slack = e->ttl_ms / 6;
     }
     wd_heap_push(&w->heap, e);
+    return 0;
 }
 
 /* Queues the renewals due now (and those due within their slack, so locks

@@ -1,0 +1,159 @@
+-- Redis Sentinel: the master found through the sentinels, and found again
+-- after a failover, for the main connection and the watchdog; a lock that
+-- did not reach the replica is reported lost; WAIT with replicas = 1.
+-- Real processes on loopback: 1 master, 1 replica, 3 sentinels.
+local helpers = require "spec.helpers"
+local topology = require "spec.support.topology"
+local redislock = require "redislock"
+
+describe("sentinel", function()
+  local rep, sen
+
+  setup(function()
+    rep = topology.replicated { replicas = 1, link_proxy = true }
+    sen = topology.sentinels { master = rep.master }
+  end)
+
+  teardown(function()
+    sen:stop()
+    rep.stop()
+  end)
+
+  local fresh = helpers.names("sen")
+
+  -- The server object whose port is the master's now.
+  local function current_master()
+    local port = sen:master_port()
+    if rep.master.port == port then return rep.master end
+    return rep.replicas[1]
+  end
+
+  local function connect(extra)
+    local opts = { sentinels = sen.addrs, master = "mymaster", connect_timeout = 1, timeout = 1 }
+    for k, v in pairs(extra or {}) do opts[k] = v end
+    return redislock.connect(opts)
+  end
+
+  it("resolves the master, and says clearly when it cannot", function()
+    local c = assert(connect())
+    local l = assert(c:acquire(fresh(), { ttl = 5 }))
+    assert.equal(l.token, (current_master():cli_raw("GET", l._keys.lock)))
+    assert.is_true(l:release())
+    c:close()
+    -- the URL form, with a dead sentinel first in the list
+    local url = "redis+sentinel://127.0.0.1:" .. helpers.free_port() .. "," .. table.concat(sen.addrs, ",")
+      .. "/mymaster"
+    local u = assert(redislock.connect { url = url })
+    assert(u:acquire(fresh(), { ttl = 1 })):release()
+    u:close()
+    local none, err = redislock.connect { sentinels = { "127.0.0.1:" .. helpers.free_port() },
+      master = "mymaster", connect_timeout = 0.5 }
+    assert.is_nil(none)
+    assert.matches("^no sentinel reachable", err)
+    none, err = connect { master = "nosuchmaster" }
+    assert.is_nil(none)
+    assert.matches("^master name unknown: nosuchmaster", err)
+  end)
+
+  it("WAIT: replicas = 1 waits for the replica, and fails cleanly without it", function()
+    local c = assert(connect())
+    local name = fresh()
+    local l = assert(c:acquire(name, { ttl = 5, replicas = 1, replicas_timeout = 1 }))
+    assert.is_true(l:extend(5))
+    assert.is_true(l:release())
+    rep.links[1]:kill("STOP")                 -- the replica hears nothing more
+    local t0 = helpers.monotime()
+    local none, err = c:acquire(name, { ttl = 5, replicas = 1, replicas_timeout = 0.3 })
+    assert.is_nil(none)
+    assert.equal("replicas: 0 of 1 acknowledged", err)
+    assert.is_true(helpers.monotime() - t0 < 1)
+    assert.is_false(c:inspect(name).held)     -- released again
+    rep.links[1]:kill("CONT")
+    assert(topology.wait_synced(rep.replicas[1]))
+    c:close()
+  end)
+
+  it("a lock that never reached the replica is reported lost after kill -9 of the master", function()
+    local c = assert(connect())
+    -- replicated: survives the failover (the ttl outlasts it)
+    local kept = assert(c:acquire(fresh(), { ttl = 6 }))
+    assert(topology.wait_synced(rep.replicas[1]))
+    helpers.sleep(0.2)
+    rep.links[1]:kill("STOP")                 -- now nothing reaches the replica
+    local reason
+    local unreplicated = assert(c:acquire(fresh(), { ttl = 6, on_lost = function(_, why) reason = why end }))
+    local old = rep.master
+    local t0 = helpers.monotime()
+    old:kill("KILL")
+    assert(sen:wait_master_change(old.port, 20), "no failover")
+    local failover_took = helpers.monotime() - t0
+    -- new acquires go to the new master
+    local got, t_new
+    assert(helpers.wait_until(function()
+      got = c:acquire(fresh(), { ttl = 1 })
+      if got then t_new = helpers.monotime() - t0 end
+      return got
+    end, 20, 0.1))
+    print(string.format("\n# kill -9 of the master: sentinels agreed in %.1f s, new acquire at %.1f s",
+      failover_took, t_new))
+    assert.equal(got.token, (rep.replicas[1]:cli_raw("GET", got._keys.lock)))
+    -- the watchdog found the new master: the replicated lock is renewed
+    -- there, the other one is reported lost, not hidden
+    assert(helpers.wait_until(function() c:poll() return reason end, 5, 0.05))
+    assert.equal("not held", reason)
+    assert.is_false(unreplicated:held())
+    assert.is_true(kept:held())
+    assert.equal(kept.token, (rep.replicas[1]:cli_raw("GET", kept._keys.lock)))
+    assert.is_true(c:stats().topology_changes >= 1)
+    kept:release()
+    got:release()
+    c:close()
+    -- bring the old master back as a replica of the new one, for what follows
+    rep.links[1]:kill("CONT")
+    old:restart()
+    rep.master, rep.replicas[1] = rep.replicas[1], old
+    old:cli_raw("REPLICAOF", "127.0.0.1", rep.master.port)
+    assert(topology.wait_synced(old, 20))
+  end)
+
+  -- After SENTINEL FAILOVER the old master stays a master for a few
+  -- seconds, until Sentinel demotes it and kills its clients (Redis'
+  -- split-brain window: README, "Beyond one Redis"). Our client keeps
+  -- renewing there meanwhile; then it asks the sentinels again, and every
+  -- lock is kept or reported lost according to what the new master has.
+  it("SENTINEL FAILOVER: the client and its watchdog follow the new master", function()
+    local c = assert(connect())
+    local long = assert(c:acquire(fresh(), { ttl = 30 }))   -- outlives the window on the new master
+    local reason
+    local short = assert(c:acquire(fresh(), { ttl = 1, on_lost = function(_, why) reason = why end }))
+    assert(topology.wait_synced(rep.replicas[1]))
+    local old = current_master()
+    local t0 = helpers.monotime()
+    local new_port = assert(sen:failover())
+    assert.are_not.equal(old.port, new_port)
+    local new = old == rep.master and rep.replicas[1] or rep.master
+    local got, t_new
+    assert(helpers.wait_until(function()
+      got = c:acquire(fresh(), { ttl = 1 })
+      if got and new:cli_raw("GET", got._keys.lock) == got.token then
+        t_new = helpers.monotime() - t0
+        return true
+      end
+      if got then got:release() end
+      return false
+    end, 30, 0.1))
+    print(string.format("\n# SENTINEL FAILOVER: new acquires on the new master after %.1f s", t_new))
+    helpers.sleep(1.2)
+    c:poll()
+    -- the replicated lock with a long lease: renewed on the new master
+    assert.is_true(long:held())
+    assert.equal(long.token, (new:cli_raw("GET", long._keys.lock)))
+    assert(tonumber((new:cli_raw("PTTL", long._keys.lock))) > 25000)
+    -- the 1 s lease ran out on the new master during the window: reported
+    assert.is_false(short:held())
+    assert.equal("not held", reason)
+    assert.is_true(long:release())
+    got:release()
+    c:close()
+  end)
+end)
