@@ -534,16 +534,28 @@ function M.lua_cmd(code_or_file, ...)
   return table.concat(a, " ")
 end
 
---- A loopback TCP proxy to `target_port` (spec/support/proxy.lua), for
--- faults on one connection. Returns the proxy process with .port (connect
--- clients here) and :control(line) -> its one-line answer ("ok ...").
-function M.start_proxy(target_port)
-  local p = M.spawn(M.lua_cmd("spec/support/proxy.lua", target_port))
+--- A loopback TCP proxy (spec/support/proxy.lua), for faults on some
+-- connections: hold, trickle, delay, drop (see that file for the commands).
+-- `target` is a port (on `host`, default 127.0.0.1), a unix socket path, or
+-- a server from start_redis (its port or its unix socket). Returns the proxy
+-- process with .port, .host, .url (connect clients here), .control_port,
+-- :control(line) -> its one-line answer ("ok ..." / "error ..."), and
+-- :command(...) -> the words joined into a line, raising unless the answer
+-- is "ok"; returns what follows "ok" (e.g. proxy:command("trickle", "all",
+-- "down", 250); proxy:command("count") -> "2").
+function M.start_proxy(target, host)
+  local args = { target, host }
+  if type(target) == "table" then
+    args = target.path and { target.path } or { target.port, target.host }
+  end
+  local p = M.spawn(M.lua_cmd("spec/support/proxy.lua", args[1], args[2] or "127.0.0.1"))
   assert(M.wait_until(function()
     p.port = tonumber(p:stdout():match("port (%d+)"))
     p.control_port = tonumber(p:stdout():match("control (%d+)"))
     return p.port and p.control_port
   end, 5, 0.01), "proxy did not start: " .. p:stderr())
+  p.host = "127.0.0.1"
+  p.url = "redis://127.0.0.1:" .. p.port
   function p.control(self, line)
     if not self.ctl then
       self.ctl = assert(require("socket").connect("127.0.0.1", self.control_port))
@@ -551,6 +563,14 @@ function M.start_proxy(target_port)
     end
     assert(self.ctl:send(line .. "\n"))
     return assert(self.ctl:receive("*l"))
+  end
+  function p.command(self, ...)
+    local words = {}
+    for i = 1, select("#", ...) do words[i] = tostring((select(i, ...))) end
+    local line = table.concat(words, " ")
+    local answer = self:control(line)
+    if not answer:match("^ok") then error("proxy: " .. line .. ": " .. answer, 2) end
+    return answer:match("^ok ?(.*)$")
   end
   return p
 end
