@@ -289,13 +289,23 @@ local function write_aclfile(dir, lines, password)
   return file
 end
 
+-- "host port" of what opts.replicaof names: a server (or any table with
+-- host and port), "host port", "host:port" or a bare port on 127.0.0.1.
+local function replica_target(r)
+  if type(r) == "table" then return r.host or "127.0.0.1", r.port end
+  local host, port = tostring(r):match("^(%S+)[%s:](%d+)$")
+  if host then return host, port end
+  return "127.0.0.1", tostring(r)
+end
+
 local function redis_cmdline(srv)
   local opts = srv.opts
-  local a = { "redis-server", "--save", "", "--appendonly", "no",
-              "--daemonize", "no", "--dir", srv.dir }
+  local a = { srv.bin }
+  if srv.config_file then a[#a + 1] = srv.config_file end
   local function add(...)
     for i = 1, select("#", ...) do a[#a + 1] = select(i, ...) end
   end
+  add("--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", srv.dir)
   if srv.path then
     add("--port", "0", "--unixsocket", srv.path, "--unixsocketperm", "700")
   else
@@ -307,6 +317,18 @@ local function redis_cmdline(srv)
     add("--requirepass", opts.password)
   end
   if opts.debug then add("--enable-debug-command", "local") end
+  if opts.replicaof then
+    local host, port = replica_target(opts.replicaof)
+    add("--replicaof", host, tostring(port))
+  end
+  local masterauth = opts.masterauth
+  if masterauth == nil and (opts.replicaof or opts.cluster) then masterauth = opts.password end
+  if masterauth then add("--masterauth", masterauth) end
+  if opts.cluster then
+    add("--cluster-enabled", "yes", "--cluster-config-file", srv.dir .. "/nodes.conf",
+        "--cluster-port", tostring(srv.bus_port),
+        "--cluster-node-timeout", tostring(opts.cluster_node_timeout or 2000))
+  end
   for _, v in ipairs(opts.args or {}) do add(tostring(v)) end
   for i = 1, #a do a[i] = quote(a[i]) end
   return table.concat(a, " ")
@@ -345,8 +367,8 @@ local function wait_ready(srv)
 end
 
 local function failure_message(srv, why)
-  return ("redis-server failed to start (%s)\ncommand: %s\n--- %s (last %d lines):\n%s"):format(
-    why, srv.cmdline, srv.log, LOG_TAIL_LINES, tail(read_file(srv.log), LOG_TAIL_LINES))
+  return ("%s failed to start (%s)\ncommand: %s\n--- %s (last %d lines):\n%s"):format(
+    srv.bin, why, srv.cmdline, srv.log, LOG_TAIL_LINES, tail(read_file(srv.log), LOG_TAIL_LINES))
 end
 
 -- One attempt on the current port/socket. Returns true, or false, an error
@@ -371,13 +393,31 @@ end
 --   acl = {lines}    written to <dir>/users.acl, passed as --aclfile
 --   debug = true     --enable-debug-command local
 --   args = {...}     extra redis-server arguments, appended last
--- Fields: host, port, path, url, pid, dir, log, password, guard_pid.
+--   bin = "redis-sentinel"  another executable taking redis-server's options
+--   config = "text"  written to <dir>/<bin>.conf (writable: sentinel and
+--                    CONFIG REWRITE rewrite it), passed as the config file
+--   config_file = p  an existing config file instead
+--   replicaof = srv  --replicaof srv.host srv.port (also "host port", or a
+--                    port on 127.0.0.1); --masterauth is `password` unless
+--   masterauth = pw  says otherwise
+--   cluster = true   --cluster-enabled with <dir>/nodes.conf, a bus port of
+--                    its own (field bus_port) and --cluster-node-timeout
+--   cluster_node_timeout = ms   (default 2000)
+-- Fields: host, port, path, url, pid, dir, log, password, guard_pid, bin,
+-- config_file, bus_port (cluster).
 function M.start_redis(opts)
   opts = opts or {}
   local dir = M.tmpdir()
-  local srv = setmetatable({ opts = opts, dir = dir, log = dir .. "/redis.log",
+  local bin = opts.bin or "redis-server"
+  local srv = setmetatable({ opts = opts, dir = dir, log = dir .. "/redis.log", bin = bin,
                              password = opts.password, port = 0 }, Server)
   registry.servers[srv] = true
+  if opts.config then
+    srv.config_file = dir .. "/" .. bin:match("[^/]*$") .. ".conf"
+    write_file(srv.config_file, opts.config)
+  else
+    srv.config_file = opts.config_file
+  end
   if opts.unix then
     srv.path = dir .. "/redis.sock"
     assert(#srv.path < 108, "unix socket path too long (set a shorter TMPDIR): " .. srv.path)
@@ -387,6 +427,9 @@ function M.start_redis(opts)
   end
   for attempt = 1, opts.unix and 1 or PORT_ATTEMPTS do
     if not opts.unix then srv.port = free_port(srv.host) end
+    if opts.cluster then
+      repeat srv.bus_port = free_port(srv.host or "127.0.0.1") until srv.bus_port ~= srv.port
+    end
     local ok, msg, port_taken = launch(srv)
     if ok then break end
     if not port_taken or attempt == PORT_ATTEMPTS then
