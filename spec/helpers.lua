@@ -522,6 +522,7 @@ function Proc:stop()
   terminate(self.pid, self.guard_pid, "-" .. self.pid, "TERM")
   send_signal("-" .. self.pid, "KILL")  -- stragglers the leader left behind
   remove_dir(self.dir)
+  remove_dir(self.etc_dir)
   registry.procs[self] = nil
 end
 
@@ -614,6 +615,95 @@ function M.start_proxy(target, host)
     local answer = self:control(line)
     if not answer:match("^ok") then error("proxy: " .. line .. ": " .. answer, 2) end
     return answer:match("^ok ?(.*)$")
+  end
+  return p
+end
+
+---------------------------------------------------------------------------
+-- Isolated network: a private loopback and resolver for name-resolution specs
+---------------------------------------------------------------------------
+
+local netns_ok, netns_why
+
+--- true if spawn_isolated can work here (root, unshare, ip), else false and
+-- the reason. Checked once per process.
+function M.netns_available()
+  if netns_ok == nil then
+    local out, code = M.sh("unshare --net --mount --propagation private -- sh -c " ..
+      quote("ip link set lo up && mount --bind /etc/resolv.conf /etc/resolv.conf && echo ok") .. " 2>&1")
+    netns_ok = code == 0 and trim(out) == "ok"
+    netns_why = not netns_ok and ("unshare --net --mount failed (%s): %s"):format(code, trim(out)) or nil
+  end
+  return netns_ok, netns_why
+end
+
+--- Run the shell command `cmd` (like spawn) inside a network namespace of its
+-- own, where only lo exists (up: 127.0.0.1, 127.0.0.2 and ::1), and a mount namespace
+-- where /etc/resolv.conf says "nameserver 127.0.0.1" and nsswitch.conf
+-- "hosts: files dns". So a name the hosts file lacks goes to a stub resolver
+-- on 127.0.0.1:53 inside (start_dns_stub), and no packet can leave the
+-- machine. Whatever the command needs (redis-server, the stub) it starts
+-- inside itself, e.g. as a Lua script (lua_cmd) using these helpers: they see
+-- REDISLOCK_NETNS=1. Pid namespace and files are shared, so the guardians
+-- still work and results can be read back from files or stdout.
+-- opts: resolv = text replacing the whole resolv.conf; resolv_options = "timeout:1
+-- attempts:1" (an "options" line); hosts = text for a private /etc/hosts.
+-- Returns a Proc (see spawn). Raises if netns_available() is false.
+function M.spawn_isolated(cmd, opts)
+  opts = opts or {}
+  local ok, why = M.netns_available()
+  assert(ok, why)
+  local etc = M.tmpdir()
+  local resolv = opts.resolv or ("nameserver 127.0.0.1\n" ..
+    (opts.resolv_options and ("options " .. opts.resolv_options .. "\n") or ""))
+  write_file(etc .. "/resolv.conf", resolv)
+  write_file(etc .. "/nsswitch.conf", "hosts: files dns\n")
+  local mounts = { "ip link set lo up",
+    -- glibc's AI_ADDRCONFIG counts IPv4 as configured only for an address
+    -- other than 127.0.0.1: without one, AF_INET lookups with that flag
+    -- (getent ahostsv4, many clients) fail at once without asking the stub
+    "ip addr add 127.0.0.2/8 dev lo",
+    "mount --bind " .. quote(etc .. "/resolv.conf") .. " /etc/resolv.conf",
+    "mount --bind " .. quote(etc .. "/nsswitch.conf") .. " /etc/nsswitch.conf",
+    -- nscd would resolve in the host's network namespace
+    "{ [ ! -d /var/run/nscd ] || mount -t tmpfs none /var/run/nscd; }" }
+  if opts.hosts then
+    write_file(etc .. "/hosts", opts.hosts)
+    mounts[#mounts + 1] = "mount --bind " .. quote(etc .. "/hosts") .. " /etc/hosts"
+  end
+  local inner = table.concat(mounts, " && ") .. " && REDISLOCK_NETNS=1 exec bash -c " .. quote(cmd)
+  local p = M.spawn("exec unshare --net --mount --propagation private -- bash -c " .. quote(inner))
+  p.etc_dir = etc
+  return p
+end
+
+--- True inside spawn_isolated's namespaces.
+function M.isolated() return os.getenv("REDISLOCK_NETNS") == "1" end
+
+--- A stub DNS server over UDP on loopback (spec/support/dns_stub.lua).
+-- opts: mode = "answer" (default) | "slow" | "silent"; name (default
+-- "redis.invalid-test") is answered with `address` (default 127.0.0.1) for
+-- A queries, with no records for others; other names get NXDOMAIN;
+-- delay_ms (slow; default 2000); host (default 127.0.0.1); port (default 53
+-- inside spawn_isolated, else a free port). Returns the Proc with .port,
+-- .host and :queries() -> { {name=, type=}, ... } received so far.
+function M.start_dns_stub(opts)
+  opts = opts or {}
+  local port = opts.port or (M.isolated() and 53 or 0)
+  local p = M.spawn(M.lua_cmd("spec/support/dns_stub.lua", opts.mode or "answer",
+    opts.name or "redis.invalid-test", opts.delay_ms or 2000, opts.host or "127.0.0.1", port,
+    opts.address or "127.0.0.1"))
+  assert(M.wait_until(function()
+    p.port = tonumber(p:stdout():match("port (%d+)"))
+    return p.port or not p:alive()
+  end, 5, 0.01) and p.port, "dns stub did not start: " .. p:stderr())
+  p.host = opts.host or "127.0.0.1"
+  function p.queries(self)
+    local list = {}
+    for name, qtype in self:stdout():gmatch("query (%S+) (%S+)") do
+      list[#list + 1] = { name = name, type = qtype }
+    end
+    return list
   end
   return p
 end
