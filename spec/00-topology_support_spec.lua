@@ -65,7 +65,7 @@ describe("proxy faults", function()
     assert.equal("$2000", c:receive("*l"))
     for _ = 1, 5 do
       local dt, queued = elapsed(function() return proxy:command("queued", 1, "down") end)
-      assert.is_true(dt < 0.1, "control answered in " .. dt)
+      assert.is_true(dt < 0.3, "control answered in " .. dt) -- the trickle alone takes 40 s
       assert.is_true(tonumber(queued) > 1500)
       helpers.sleep(0.02)
     end
@@ -102,20 +102,20 @@ describe("proxy faults", function()
       assert.equal(w, c:receive("*l"))
       times[i] = now() - t0
     end
-    assert.is_true(times[1] >= 0.3 and times[1] < 0.6, "first reply at " .. times[1])
+    assert.is_true(times[1] >= 0.3 and times[1] < 1, "first reply at " .. times[1])
     assert.is_true(times[3] - times[1] >= 0.15, "chunks were not spread: " .. times[3] - times[1])
   end)
 
   it("N = all covers connections opened later; normal all undoes it", function()
-    proxy:command("trickle", "all", "down", 50)
+    proxy:command("trickle", "all", "down", 100)
     local slow = connect(proxy.port) -- opened after the command
     finally(function() slow:close() end)
     local dt = elapsed(function()
       assert(slow:send("PING\r\n"))
       return slow:receive("*l")
     end)
-    assert.is_true(dt >= 0.25, "a later connection was not trickled: " .. dt)
-    assert.equal("trickle 50", proxy:command("mode", "all", "down"))
+    assert.is_true(dt >= 0.5, "a later connection was not trickled: " .. dt)
+    assert.equal("trickle 100", proxy:command("mode", "all", "down"))
 
     proxy:command("normal", "all", "down")
     local fast = connect(proxy.port)
@@ -125,7 +125,7 @@ describe("proxy faults", function()
         assert(c:send("PING\r\n"))
         return c:receive("*l")
       end)
-      assert.is_true(dt < 0.2, "still slow after normal: " .. dt)
+      assert.is_true(dt < 0.4, "still slow after normal: " .. dt) -- trickled: 0.6 s
     end
     assert.equal("2", proxy:command("count"))
     assert.equal("normal 0", proxy:command("mode", 2, "down"))
@@ -296,7 +296,7 @@ end)
 describe("sentinel", function()
   it("SENTINEL FAILOVER promotes the replica within a few seconds", function()
     local rep = topo.start_replicated { replicas = 1 }
-    local sen = topo.start_sentinels { master = rep.master, sentinel_password = "spw" }
+    local sen = topo.start_sentinels { master = rep.master, sentinel_password = [[s"p \\w]] }
     finally(function() sen:stop(); rep:stop() end)
     assert.equal(3, #sen.list)
     local host, port = sen:master_addr()
@@ -310,7 +310,7 @@ describe("sentinel", function()
   end)
 
   it("kill -9 of the master promotes the replica within a few seconds", function()
-    local rep = topo.start_replicated { replicas = 1, password = "pw" }
+    local rep = topo.start_replicated { replicas = 1, password = "p\"w x" }
     local sen = topo.start_sentinels { master = rep.master, down_after_ms = 500 }
     finally(function() sen:stop(); rep:stop() end)
     local t0 = now()

@@ -23,6 +23,12 @@ local function copy(t)
   return c
 end
 
+-- A double-quoted string as Redis' config parser (sdssplitargs) reads it.
+local function conf_quote(s)
+  assert(not s:find("%c"), "control characters in a config value")
+  return '"' .. s:gsub('[\\"]', "\\%0") .. '"'
+end
+
 local function lines(s)
   local list = {}
   for line in (s or ""):gmatch("[^\r\n]+") do list[#list + 1] = line end
@@ -264,9 +270,9 @@ function M.start_sentinels(opts)
     ("sentinel failover-timeout %s %d"):format(name, opts.failover_timeout_ms or 3000),
     ("sentinel parallel-syncs %s 1"):format(name),
   }
-  if password then conf[#conf + 1] = ("sentinel auth-pass %s %q"):format(name, password) end
+  if password then conf[#conf + 1] = ("sentinel auth-pass %s %s"):format(name, conf_quote(password)) end
   if opts.sentinel_password then
-    conf[#conf + 1] = ("sentinel sentinel-pass %q"):format(opts.sentinel_password)
+    conf[#conf + 1] = ("sentinel sentinel-pass %s"):format(conf_quote(opts.sentinel_password))
   end
   local replicas = opts.replicas or tonumber(M.info(master, "replication").connected_slaves) or 0
   local g = setmetatable({ list = {}, name = name, master = master, servers = opts.servers }, Sentinels)
