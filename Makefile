@@ -29,7 +29,7 @@ BINDIR      ?= $(PREFIX)/bin
 
 # Debian packages each target needs (installed by tools/deps.sh if missing).
 BUILD_DEPS  = pkg-config liblua$(LUA_VERSION)-dev libhiredis-dev lua$(LUA_VERSION)
-TEST_DEPS   = $(BUILD_DEPS) redis-server redis-tools lua-busted lua-check lua-system lua-socket luarocks
+TEST_DEPS   = $(BUILD_DEPS) redis-server redis-tools redis-sentinel iproute2 util-linux lua-busted lua-check lua-system lua-socket luarocks
 
 LUA_CFLAGS  := $(shell $(PKG_CONFIG) --cflags $(LUA_PC) 2>/dev/null)
 HIREDIS_CFLAGS := $(shell $(PKG_CONFIG) --cflags hiredis 2>/dev/null)

@@ -12,7 +12,7 @@ describe("cluster", function()
   local cl, c
 
   setup(function()
-    cl = topology.cluster { masters = 3, replicas = 1 }
+    cl = topology.start_cluster { masters = 3, replicas = 1 }
     c = assert(redislock.connect { cluster = { cl.seeds[1] } })
   end)
 
@@ -58,7 +58,7 @@ describe("cluster", function()
     for i = 1, 1000 do
       local name = fresh()
       held[i] = assert(c:acquire(name, { ttl = 1 }))
-      local owner = cl:owner(core.slot(held[i]._keys.lock))
+      local owner = cl:node_for_slot(core.slot(held[i]._keys.lock))
       per_master[owner.port] = (per_master[owner.port] or 0) + 1
     end
     local masters = 0
@@ -93,15 +93,14 @@ describe("cluster", function()
     local name = fresh()
     local lock = assert(c:acquire(name, { ttl = 0.6 }))
     local slot = core.slot(lock._keys.lock)
-    local from = cl:owner(slot)
+    local from = cl:node_for_slot(slot)
     local to
-    for _, node in ipairs(cl.nodes) do
-      if node ~= from and (node:cli_raw("INFO", "replication")):find("role:master", 1, true) then to = node break end
+    for _, m in ipairs(cl:masters()) do
+      if m ~= from then to = m break end
     end
     -- half-way: IMPORTING/MIGRATING set and the keys moved, the slot not yet
     -- handed over: the old node answers -ASK for them
-    cl:migrate_slot(slot, from, to, { stop_after = "migrating" })
-    cl:move_keys(slot, from, to)
+    local migration = cl:migrate_slot(slot, from, to, { stop_after = "keys" })
     assert.matches("^ASK", (from:cli_raw("GET", lock._keys.lock)))
     helpers.sleep(0.7)          -- renewals through ASKING
     assert.is_true(lock:held())
@@ -121,7 +120,7 @@ describe("cluster", function()
       assert(l:release())
     ]], cl.seeds[1], other_name)))
     helpers.sleep(0.3)
-    cl:finish_slot(slot, to)
+    migration:finish()
     helpers.sleep(0.7)          -- renewals after MOVED, on the new owner
     assert.is_true(lock:held())
     assert.equal(lock.token, (to:cli_raw("GET", lock._keys.lock)))
@@ -135,8 +134,8 @@ describe("cluster", function()
     local name = fresh()
     local reason
     local lock = assert(c:acquire(name, { ttl = 1, on_lost = function(_, why) reason = why end }))
-    local master = cl:owner(core.slot(lock._keys.lock))
-    local replica = assert(cl:replicas_of(master)[1])
+    local master = cl:node_for_slot(core.slot(lock._keys.lock))
+    local replica = assert(cl:replicas(master)[1])
     -- the replica has the key (READONLY: let it answer a read of its slot)
     local rc = assert(core.connect { host = "127.0.0.1", port = replica.port })
     assert.equal("OK", rc:command("READONLY"))
@@ -146,7 +145,7 @@ describe("cluster", function()
     helpers.sleep(1.5)          -- past the ttl: only renewals on the new master keep it
     c:poll()
     assert.is_true(lock:held(), "lost: " .. tostring(reason))
-    assert.equal(replica, cl:owner(core.slot(lock._keys.lock)))
+    assert.equal(replica, cl:node_for_slot(core.slot(lock._keys.lock)))
     assert.equal(lock.token, (replica:cli_raw("GET", lock._keys.lock)))
     assert.is_true(lock:release())
     -- and new locks of that slot go to the new master

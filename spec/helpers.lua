@@ -289,20 +289,23 @@ local function write_aclfile(dir, lines, password)
   return file
 end
 
+-- "host port" of what opts.replicaof names: a server (or any table with
+-- host and port), "host port", "host:port" or a bare port on 127.0.0.1.
+local function replica_target(r)
+  if type(r) == "table" then return r.host or "127.0.0.1", r.port end
+  local host, port = tostring(r):match("^(%S+)[%s:](%d+)$")
+  if host then return host, port end
+  return "127.0.0.1", tostring(r)
+end
+
 local function redis_cmdline(srv)
   local opts = srv.opts
-  if opts.sentinel then
-    -- redis-sentinel rewrites its config file: one of its own, in its dir
-    local conf = srv.dir .. "/sentinel.conf"
-    write_file(conf, table.concat({ "port " .. srv.port, "bind " .. srv.host, "dir " .. srv.dir,
-      "daemonize no", opts.sentinel }, "\n") .. "\n")
-    return "redis-sentinel " .. quote(conf)
-  end
-  local a = { "redis-server", "--save", "", "--appendonly", "no",
-              "--daemonize", "no", "--dir", srv.dir }
+  local a = { srv.bin }
+  if srv.config_file then a[#a + 1] = srv.config_file end
   local function add(...)
     for i = 1, select("#", ...) do a[#a + 1] = select(i, ...) end
   end
+  add("--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", srv.dir)
   if srv.path then
     add("--port", "0", "--unixsocket", srv.path, "--unixsocketperm", "700")
   else
@@ -314,9 +317,17 @@ local function redis_cmdline(srv)
     add("--requirepass", opts.password)
   end
   if opts.debug then add("--enable-debug-command", "local") end
+  if opts.replicaof then
+    local host, port = replica_target(opts.replicaof)
+    add("--replicaof", host, tostring(port))
+  end
+  local masterauth = opts.masterauth
+  if masterauth == nil and (opts.replicaof or opts.cluster) then masterauth = opts.password end
+  if masterauth then add("--masterauth", masterauth) end
   if opts.cluster then
     add("--cluster-enabled", "yes", "--cluster-config-file", srv.dir .. "/nodes.conf",
-      "--cluster-node-timeout", tostring(opts.cluster_node_timeout or 1000))
+        "--cluster-port", tostring(srv.bus_port),
+        "--cluster-node-timeout", tostring(opts.cluster_node_timeout or 2000))
   end
   for _, v in ipairs(opts.args or {}) do add(tostring(v)) end
   for i = 1, #a do a[i] = quote(a[i]) end
@@ -356,8 +367,8 @@ local function wait_ready(srv)
 end
 
 local function failure_message(srv, why)
-  return ("redis-server failed to start (%s)\ncommand: %s\n--- %s (last %d lines):\n%s"):format(
-    why, srv.cmdline, srv.log, LOG_TAIL_LINES, tail(read_file(srv.log), LOG_TAIL_LINES))
+  return ("%s failed to start (%s)\ncommand: %s\n--- %s (last %d lines):\n%s"):format(
+    srv.bin, why, srv.cmdline, srv.log, LOG_TAIL_LINES, tail(read_file(srv.log), LOG_TAIL_LINES))
 end
 
 -- One attempt on the current port/socket. Returns true, or false, an error
@@ -385,13 +396,31 @@ end
 --                    node timeout (cluster_node_timeout ms, 1000)
 --   sentinel = text  a redis-sentinel instead, with these config lines
 --   args = {...}     extra redis-server arguments, appended last
--- Fields: host, port, path, url, pid, dir, log, password, guard_pid.
+--   bin = "redis-sentinel"  another executable taking redis-server's options
+--   config = "text"  written to <dir>/<bin>.conf (writable: sentinel and
+--                    CONFIG REWRITE rewrite it), passed as the config file
+--   config_file = p  an existing config file instead
+--   replicaof = srv  --replicaof srv.host srv.port (also "host port", or a
+--                    port on 127.0.0.1); --masterauth is `password` unless
+--   masterauth = pw  says otherwise
+--   cluster = true   --cluster-enabled with <dir>/nodes.conf, a bus port of
+--                    its own (field bus_port) and --cluster-node-timeout
+--   cluster_node_timeout = ms   (default 2000)
+-- Fields: host, port, path, url, pid, dir, log, password, guard_pid, bin,
+-- config_file, bus_port (cluster).
 function M.start_redis(opts)
   opts = opts or {}
   local dir = M.tmpdir()
-  local srv = setmetatable({ opts = opts, dir = dir, log = dir .. "/redis.log",
+  local bin = opts.bin or "redis-server"
+  local srv = setmetatable({ opts = opts, dir = dir, log = dir .. "/redis.log", bin = bin,
                              password = opts.password, port = 0 }, Server)
   registry.servers[srv] = true
+  if opts.config then
+    srv.config_file = dir .. "/" .. bin:match("[^/]*$") .. ".conf"
+    write_file(srv.config_file, opts.config)
+  else
+    srv.config_file = opts.config_file
+  end
   if opts.unix then
     srv.path = dir .. "/redis.sock"
     assert(#srv.path < 108, "unix socket path too long (set a shorter TMPDIR): " .. srv.path)
@@ -401,6 +430,9 @@ function M.start_redis(opts)
   end
   for attempt = 1, opts.unix and 1 or PORT_ATTEMPTS do
     if not opts.unix then srv.port = free_port(srv.host) end
+    if opts.cluster then
+      repeat srv.bus_port = free_port(srv.host or "127.0.0.1") until srv.bus_port ~= srv.port
+    end
     local ok, msg, port_taken = launch(srv)
     if ok then break end
     if not port_taken or attempt == PORT_ATTEMPTS then
@@ -493,6 +525,7 @@ function Proc:stop()
   terminate(self.pid, self.guard_pid, "-" .. self.pid, "TERM")
   send_signal("-" .. self.pid, "KILL")  -- stragglers the leader left behind
   remove_dir(self.dir)
+  remove_dir(self.etc_dir)
   registry.procs[self] = nil
 end
 
@@ -548,37 +581,28 @@ function M.lua_cmd(code_or_file, ...)
   return table.concat(a, " ")
 end
 
---- Can this machine run a command in network and mount namespaces of its
--- own (root, unshare)? Specs that need it are skipped otherwise, and say so.
-function M.can_isolate()
-  local _, code = M.sh("unshare --net --mount true 2>/dev/null")
-  return code == 0
-end
-
---- Runs `cmd` (a shell command line) in the background inside a private
--- network and mount namespace: its loopback is its own (127.0.0.1:53 is
--- free for spec/support/dns_stub.lua), and /etc/resolv.conf points at
--- 127.0.0.1 there, so a name no file resolves goes to that stub and no
--- packet can leave the machine. Start everything the command needs
--- (redis-server, the stub) inside it. Returns the process (helpers.spawn).
-function M.spawn_isolated(cmd)
-  local dir = M.tmpdir()
-  write_file(dir .. "/resolv.conf", "nameserver 127.0.0.1\noptions timeout:5 attempts:2\n")
-  return M.spawn("exec unshare --net --mount sh -c " .. quote(
-    "ip link set lo up && mount --bind " .. quote(dir .. "/resolv.conf") .. " /etc/resolv.conf && exec "
-    .. cmd))
-end
-
---- A loopback TCP proxy to `target_port` (spec/support/proxy.lua), for
--- faults on one connection. Returns the proxy process with .port (connect
--- clients here) and :control(line) -> its one-line answer ("ok ...").
-function M.start_proxy(target_port)
-  local p = M.spawn(M.lua_cmd("spec/support/proxy.lua", target_port))
+--- A loopback TCP proxy (spec/support/proxy.lua), for faults on some
+-- connections: hold, trickle, delay, drop (see that file for the commands).
+-- `target` is a port (on `host`, default 127.0.0.1), a unix socket path, or
+-- a server from start_redis (its port or its unix socket). Returns the proxy
+-- process with .port, .host, .url (connect clients here), .control_port,
+-- :control(line) -> its one-line answer ("ok ..." / "error ..."), and
+-- :command(...) -> the words joined into a line, raising unless the answer
+-- is "ok"; returns what follows "ok" (e.g. proxy:command("trickle", "all",
+-- "down", 250); proxy:command("count") -> "2").
+function M.start_proxy(target, host)
+  local args = { target, host }
+  if type(target) == "table" then
+    args = target.path and { target.path } or { target.port, target.host }
+  end
+  local p = M.spawn(M.lua_cmd("spec/support/proxy.lua", args[1], args[2] or "127.0.0.1"))
   assert(M.wait_until(function()
     p.port = tonumber(p:stdout():match("port (%d+)"))
     p.control_port = tonumber(p:stdout():match("control (%d+)"))
     return p.port and p.control_port
   end, 5, 0.01), "proxy did not start: " .. p:stderr())
+  p.host = "127.0.0.1"
+  p.url = "redis://127.0.0.1:" .. p.port
   function p.control(self, line)
     if not self.ctl then
       self.ctl = assert(require("socket").connect("127.0.0.1", self.control_port))
@@ -586,6 +610,103 @@ function M.start_proxy(target_port)
     end
     assert(self.ctl:send(line .. "\n"))
     return assert(self.ctl:receive("*l"))
+  end
+  function p.command(self, ...)
+    local words = {}
+    for i = 1, select("#", ...) do words[i] = tostring((select(i, ...))) end
+    local line = table.concat(words, " ")
+    local answer = self:control(line)
+    if not answer:match("^ok") then error("proxy: " .. line .. ": " .. answer, 2) end
+    return answer:match("^ok ?(.*)$")
+  end
+  return p
+end
+
+---------------------------------------------------------------------------
+-- Isolated network: a private loopback and resolver for name-resolution specs
+---------------------------------------------------------------------------
+
+local netns_ok, netns_why
+
+--- true if spawn_isolated can work here (root, unshare, ip), else false and
+-- the reason. Checked once per process.
+function M.netns_available()
+  if netns_ok == nil then
+    local out, code = M.sh("unshare --net --mount --propagation private -- sh -c " ..
+      quote("ip link set lo up && mount --bind /etc/resolv.conf /etc/resolv.conf && echo ok") .. " 2>&1")
+    netns_ok = code == 0 and trim(out) == "ok"
+    netns_why = not netns_ok and ("unshare --net --mount failed (%s): %s"):format(code, trim(out)) or nil
+  end
+  return netns_ok, netns_why
+end
+
+--- Run the shell command `cmd` (like spawn) inside a network namespace of its
+-- own, where only lo exists (up: 127.0.0.1, 127.0.0.2 and ::1), and a mount namespace
+-- where /etc/resolv.conf says "nameserver 127.0.0.1" and nsswitch.conf
+-- "hosts: files dns". So a name the hosts file lacks goes to a stub resolver
+-- on 127.0.0.1:53 inside (start_dns_stub), and no packet can leave the
+-- machine. Whatever the command needs (redis-server, the stub) it starts
+-- inside itself, e.g. as a Lua script (lua_cmd) using these helpers: they see
+-- REDISLOCK_NETNS=1. Pid namespace and files are shared, so the guardians
+-- still work and results can be read back from files or stdout.
+-- opts: resolv = text replacing the whole resolv.conf; resolv_options = "timeout:1
+-- attempts:1" (an "options" line); hosts = text for a private /etc/hosts.
+-- Returns a Proc (see spawn). Raises if netns_available() is false.
+function M.spawn_isolated(cmd, opts)
+  opts = opts or {}
+  local ok, why = M.netns_available()
+  assert(ok, why)
+  local etc = M.tmpdir()
+  local resolv = opts.resolv or ("nameserver 127.0.0.1\n" ..
+    (opts.resolv_options and ("options " .. opts.resolv_options .. "\n") or ""))
+  write_file(etc .. "/resolv.conf", resolv)
+  write_file(etc .. "/nsswitch.conf", "hosts: files dns\n")
+  local mounts = { "ip link set lo up",
+    -- glibc's AI_ADDRCONFIG counts IPv4 as configured only for an address
+    -- other than 127.0.0.1: without one, AF_INET lookups with that flag
+    -- (getent ahostsv4, many clients) fail at once without asking the stub
+    "ip addr add 127.0.0.2/8 dev lo",
+    "mount --bind " .. quote(etc .. "/resolv.conf") .. " /etc/resolv.conf",
+    "mount --bind " .. quote(etc .. "/nsswitch.conf") .. " /etc/nsswitch.conf",
+    -- nscd would resolve in the host's network namespace
+    "{ [ ! -d /var/run/nscd ] || mount -t tmpfs none /var/run/nscd; }" }
+  if opts.hosts then
+    write_file(etc .. "/hosts", opts.hosts)
+    mounts[#mounts + 1] = "mount --bind " .. quote(etc .. "/hosts") .. " /etc/hosts"
+  end
+  local inner = table.concat(mounts, " && ") .. " && REDISLOCK_NETNS=1 exec bash -c " .. quote(cmd)
+  local p = M.spawn("exec unshare --net --mount --propagation private -- bash -c " .. quote(inner))
+  p.etc_dir = etc
+  return p
+end
+
+--- True inside spawn_isolated's namespaces.
+function M.isolated() return os.getenv("REDISLOCK_NETNS") == "1" end
+
+--- A stub DNS server over UDP on loopback (spec/support/dns_stub.lua).
+-- opts: mode = "answer" (default) | "slow" | "silent"; name (default
+-- "redis.invalid-test") is answered with `address` (default 127.0.0.1) for
+-- A queries, with no records for others; other names get NXDOMAIN;
+-- delay_ms (slow; default 2000); host (default 127.0.0.1); port (default 53
+-- inside spawn_isolated, else a free port). Returns the Proc with .port,
+-- .host and :queries() -> { {name=, type=}, ... } received so far.
+function M.start_dns_stub(opts)
+  opts = opts or {}
+  local port = opts.port or (M.isolated() and 53 or 0)
+  local p = M.spawn(M.lua_cmd("spec/support/dns_stub.lua", opts.mode or "answer",
+    opts.name or "redis.invalid-test", opts.delay_ms or 2000, opts.host or "127.0.0.1", port,
+    opts.address or "127.0.0.1"))
+  assert(M.wait_until(function()
+    p.port = tonumber(p:stdout():match("port (%d+)"))
+    return p.port or not p:alive()
+  end, 5, 0.01) and p.port, "dns stub did not start: " .. p:stderr())
+  p.host = opts.host or "127.0.0.1"
+  function p.queries(self)
+    local list = {}
+    for name, qtype in self:stdout():gmatch("query (%S+) (%S+)") do
+      list[#list + 1] = { name = name, type = qtype }
+    end
+    return list
   end
   return p
 end

@@ -1,252 +1,616 @@
 --[[
-spec/support/topology.lua: replication, Sentinel and Cluster topologies of
-real redis-server / redis-sentinel processes on loopback, for the specs.
-Every process is started by spec/helpers.lua (so it is stopped by its pid,
-by stop() or when the test process dies) and small timeouts keep
-failovers to a few seconds.
+spec/support/topology.lua -- replication, Sentinel and Cluster set-ups made of
+real redis-server / redis-sentinel processes on loopback, for specs.
 
-  local topology = require "spec.support.topology"
-  local rep = topology.replicated { replicas = 1, link_proxy = true }
-  local sen = topology.sentinels { master = rep.master, count = 3 }
-  local cl  = topology.cluster { masters = 3, replicas = 1 }
-  ... cl:stop(); sen:stop(); rep:stop()
+  local topo = require "spec.support.topology"
+  local rep = topo.start_replicated { replicas = 1, link_proxy = true }
+  local sen = topo.start_sentinels { master = rep.master, count = 3 }
+  local cl  = topo.start_cluster { masters = 3, replicas = 1 }
+
+Every process comes from helpers.start_redis / helpers.start_proxy, so it is
+registered for helpers.stop_all() and dies with this Lua process through its
+guardian, even on kill -9. Each set-up also has an idempotent :stop().
+Loadable on Lua 5.1 (no goto, no bit operators, no integer division).
 ]]
+
 local helpers = require "spec.helpers"
-local core = require "redislock.core"
 
 local M = {}
 
-local function info(srv, section)
-  return (srv:cli_raw("INFO", section))
+local function copy(t)
+  local c = {}
+  for k, v in pairs(t or {}) do c[k] = v end
+  return c
 end
 
-local function field(text, name)
-  return text:match(name .. ":([^\r\n]*)")
+-- A double-quoted string as Redis' config parser (sdssplitargs) reads it.
+local function conf_quote(s)
+  assert(not s:find("%c"), "control characters in a config value")
+  return '"' .. s:gsub('[\\"]', "\\%0") .. '"'
 end
 
---- Waits until replica is connected to its master and in sync.
-function M.wait_synced(replica, timeout)
+local function lines(s)
+  local list = {}
+  for line in (s or ""):gmatch("[^\r\n]+") do list[#list + 1] = line end
+  return list
+end
+
+--- INFO [section] of `srv` as a table of strings ("role" -> "master").
+function M.info(srv, section)
+  local t = {}
+  for k, v in (srv:cli_raw("INFO", section or "everything")):gmatch("([%w_]+):([^\r\n]*)") do
+    t[k] = v
+  end
+  return t
+end
+
+--- "master", "slave" (or "sentinel") from ROLE; nil if it does not answer.
+function M.role(srv)
+  local out, ok = srv:cli_raw("ROLE")
+  if not ok then return nil end
+  local r = out:match("^(%a+)")
+  if r == "master" or r == "slave" or r == "sentinel" then return r end
+  return nil
+end
+
+---------------------------------------------------------------------------
+-- Replication
+---------------------------------------------------------------------------
+
+local Replicated = {}
+Replicated.__index = Replicated
+
+--- Wait until every replica's link is up, its initial sync done, and its
+-- offset has reached the master's offset at the time of the call (so every
+-- write acknowledged before the call is on every replica). true, or nil
+-- after timeout_s (default 10).
+function M.wait_replicas_synced(master, replicas, timeout_s)
+  local target = tonumber(M.info(master, "replication").master_repl_offset) or 0
   return helpers.wait_until(function()
-    local text = info(replica, "replication")
-    return field(text, "master_link_status") == "up" and field(text, "master_sync_in_progress") == "0"
-  end, timeout or 10, 0.05)
+    for _, r in ipairs(replicas) do
+      local i = M.info(r, "replication")
+      if i.master_link_status ~= "up" or i.master_sync_in_progress ~= "0"
+        or (tonumber(i.slave_repl_offset) or -1) < target then
+        return false
+      end
+    end
+    return true
+  end, timeout_s or 10, 0.02)
 end
 
---- A master and `replicas` replicas (1 by default). link_proxy = true puts
--- a loopback proxy in each replication link (rep.links[i]), so a spec can
--- stall replication with links[i]:kill("STOP").
--- Fields: master, replicas = {...}, links = {...}; :stop().
-function M.replicated(opts)
-  opts = opts or {}
-  local rep = { master = helpers.start_redis(opts.master_opts), replicas = {}, links = {} }
-  for i = 1, opts.replicas or 1 do
-    local port = rep.master.port
-    if opts.link_proxy then
-      rep.links[i] = helpers.start_proxy(rep.master.port)
-      port = rep.links[i].port
-    end
-    rep.replicas[i] = helpers.start_redis { args = { "--replicaof", "127.0.0.1", tostring(port) } }
-    assert(M.wait_synced(rep.replicas[i]), "replica " .. i .. " never synced")
-  end
-  function rep.stop()
-    for _, l in ipairs(rep.links) do l:kill("CONT"); l:stop() end
-    for _, r in ipairs(rep.replicas) do r:stop() end
-    rep.master:stop()
-  end
-  return rep
+function Replicated:wait_sync(timeout_s)
+  return M.wait_replicas_synced(self.master, self.replicas, timeout_s)
 end
+
+--- Stop the replicas, their link proxies and the master. Idempotent.
+function Replicated:stop()
+  for _, r in ipairs(self.replicas) do r:stop() end
+  for _, l in pairs(self.links) do l:stop() end
+  self.master:stop()
+end
+
+--- A master and `replicas` replicas (--replicaof), synced on return.
+-- opts (all optional):
+--   replicas = 1        how many
+--   link_proxy = false  true: replica i replicates through its own proxy
+--                       (rep.links[i], spec/support/proxy.lua), so a spec can
+--                       stall replication with rep.links[i]:kill("STOP") or
+--                       proxy commands, e.g. before `REPLICAOF NO ONE`
+--   password = "pw"     on every node (masterauth too)
+--   args = {...}        extra redis-server arguments for every node
+--   debug = true        --enable-debug-command local on every node
+--   timeout = 10        seconds to wait for the sync
+-- Returns { master = srv, replicas = {srv...}, links = {proxy...} } with
+-- :wait_sync(timeout_s) and :stop().
+-- Masters sync diskless with no delay (repl-diskless-sync-delay 0) so a
+-- replica is ready in well under a second instead of Redis' default 5 s.
+function M.start_replicated(opts)
+  opts = opts or {}
+  local base = { password = opts.password, debug = opts.debug, args = { "--repl-diskless-sync", "yes",
+    "--repl-diskless-sync-delay", "0" } }
+  for _, a in ipairs(opts.args or {}) do base.args[#base.args + 1] = a end
+  local g = setmetatable({ replicas = {}, links = {} }, Replicated)
+  g.master = helpers.start_redis(copy(base))
+  local ok, err = pcall(function()
+    for i = 1, opts.replicas or 1 do
+      local o = copy(base)
+      o.replicaof = g.master
+      if opts.link_proxy then
+        g.links[i] = helpers.start_proxy(g.master)
+        o.replicaof = { host = "127.0.0.1", port = g.links[i].port }
+      end
+      g.replicas[i] = helpers.start_redis(o)
+    end
+    assert(g:wait_sync(opts.timeout or 10), "replicas did not sync")
+  end)
+  if not ok then
+    g:stop()
+    error(err, 2)
+  end
+  return g
+end
+
+---------------------------------------------------------------------------
+-- Sentinel
+---------------------------------------------------------------------------
 
 local Sentinels = {}
 Sentinels.__index = Sentinels
 
---- `count` sentinels (3) watching `master` under `name` ("mymaster"), with
--- quorum 2 and short timeouts (down_after_ms 1000, failover_timeout_ms
--- 3000). password: the data nodes' password; sentinel_password: their own.
--- Fields: nodes = {srv...}, addrs = {"127.0.0.1:port", ...}, name.
-function M.sentinels(opts)
-  local name = opts.name or "mymaster"
-  local lines = {
-    string.format("sentinel monitor %s 127.0.0.1 %d %d", name, opts.master.port, opts.quorum or 2),
-    string.format("sentinel down-after-milliseconds %s %d", name, opts.down_after_ms or 1000),
-    string.format("sentinel failover-timeout %s %d", name, opts.failover_timeout_ms or 3000),
-    string.format("sentinel parallel-syncs %s 1", name),
-  }
-  if opts.password then lines[#lines + 1] = string.format("sentinel auth-pass %s %s", name, opts.password) end
-  if opts.sentinel_password then lines[#lines + 1] = "requirepass " .. opts.sentinel_password end
-  local set = setmetatable({ nodes = {}, addrs = {}, name = name }, Sentinels)
-  for i = 1, opts.count or 3 do
-    set.nodes[i] = helpers.start_redis { sentinel = table.concat(lines, "\n"), password = opts.sentinel_password }
-    set.addrs[i] = "127.0.0.1:" .. set.nodes[i].port
+-- SENTINEL <sub> ... --raw answers of key/value lines as a table.
+local function kv(out)
+  local t, l = {}, lines(out)
+  for i = 1, #l - 1, 2 do t[l[i]] = l[i + 1] end
+  return t
+end
+
+local function live(list)
+  local out = {}
+  for _, s in ipairs(list) do
+    if not s.stopped and s:alive() then out[#out + 1] = s end
   end
-  -- every sentinel knows the master and has seen the other sentinels
-  assert(helpers.wait_until(function()
-    for _, s in ipairs(set.nodes) do
-      local out = s:cli_raw("SENTINEL", "MASTER", name)
-      local others = out:match("num%-other%-sentinels\n(%d+)")
-      if not others or tonumber(others) < #set.nodes - 1 then return false end
+  return out
+end
+
+--- host, port of the master as `sentinel` (default: the first one alive)
+-- reports it (SENTINEL GET-MASTER-ADDR-BY-NAME); nil if it cannot say.
+function Sentinels:master_addr(sentinel)
+  local s = sentinel or live(self.list)[1]
+  if not s then return nil end
+  local out, ok = s:cli_raw("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.name)
+  local host, port = out:match("^(%S+)\n(%d+)$")
+  if not ok or not host then return nil end
+  return host, tonumber(port)
+end
+
+--- SENTINEL FAILOVER on `sentinel` (default the first alive). true, or
+-- false and the reply (e.g. "NOGOODSLAVE ...").
+function Sentinels:failover(sentinel)
+  local s = sentinel or live(self.list)[1]
+  local out = s:cli_raw("SENTINEL", "FAILOVER", self.name)
+  return out == "OK", out
+end
+
+-- "host:port" of a server, a {host, port} pair, "host:port" or a port.
+local function addr_of(x)
+  if type(x) == "table" then
+    return (x.host or x[1] or "127.0.0.1") .. ":" .. tostring(x.port or x[2])
+  end
+  if tonumber(x) then return "127.0.0.1:" .. x end
+  return tostring(x)
+end
+
+--- Wait until every live sentinel reports the same master address, other
+-- than `old` (a server, {host, port}, "host:port" or a port). Returns host,
+-- port, and the seconds waited; nil after timeout_s (default 15).
+function Sentinels:wait_master_change(old, timeout_s)
+  old = addr_of(old)
+  local t0 = helpers.monotime()
+  local host, port
+  local found = helpers.wait_until(function()
+    local seen
+    for _, s in ipairs(live(self.list)) do
+      local h, p = self:master_addr(s)
+      if not h or h .. ":" .. p == old or (seen and seen ~= h .. ":" .. p) then return false end
+      seen, host, port = h .. ":" .. p, h, p
     end
-    return true
-  end, 15, 0.1), "the sentinels never saw each other")
-  return set
+    return seen ~= nil
+  end, timeout_s or 15, 0.05)
+  if not found then return nil end
+  return host, port, helpers.monotime() - t0
 end
 
---- The master's port as the first sentinel names it (a number), or nil.
-function Sentinels:master_port()
-  local out = self.nodes[1]:cli_raw("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.name)
-  return tonumber(out:match("\n(%d+)"))
+--- The server object (among `candidates`, default the group's known
+-- servers) listening on host:port; nil if none.
+function Sentinels:server_at(host, port, candidates)
+  for _, s in ipairs(candidates or self.servers or {}) do
+    if s.port == port and (s.host == host or not host) then return s end
+  end
+  return nil
 end
 
---- SENTINEL FAILOVER, then waits until every sentinel names another master.
-function Sentinels:failover(timeout)
-  local old = self:master_port()
-  self.nodes[1]:cli_raw("SENTINEL", "FAILOVER", self.name)
-  return self:wait_master_change(old, timeout)
+--- {host, port} of every sentinel, for a client's configuration.
+function Sentinels:addrs()
+  local out = {}
+  for i, s in ipairs(self.list) do out[i] = { host = s.host, port = s.port } end
+  return out
 end
 
---- Waits until every sentinel names a master other than port `old`;
--- returns the new master's port.
-function Sentinels:wait_master_change(old, timeout)
-  local new
-  helpers.wait_until(function()
-    for _, s in ipairs(self.nodes) do
-      local p = tonumber((s:cli_raw("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.name)):match("\n(%d+)"))
-      if not p or p == old then return false end
-      new = p
+--- true once every live sentinel sees the master, `replicas` healthy
+-- replicas and the other live sentinels (what a failover needs).
+function Sentinels:ready(replicas)
+  local alive = live(self.list)
+  for _, s in ipairs(alive) do
+    local m = kv((s:cli_raw("SENTINEL", "MASTER", self.name)))
+    if m.flags ~= "master" or tonumber(m["num-other-sentinels"]) ~= #alive - 1
+      or tonumber(m["num-slaves"] or -1) < replicas then
+      return false
     end
-    return true
-  end, timeout or 20, 0.05)
-  return new
+    local out = s:cli_raw("SENTINEL", "REPLICAS", self.name)
+    local good = 0
+    for flags, link in out:gmatch("\nflags\n([^\n]*)\n.-\nmaster%-link%-status\n([^\n]*)") do
+      if flags == "slave" and link == "ok" then good = good + 1 end
+    end
+    if good < replicas then return false end
+  end
+  return true
 end
 
 function Sentinels:stop()
-  for _, s in ipairs(self.nodes) do s:stop() end
+  for _, s in ipairs(self.list) do s:stop() end
+end
+
+--- `count` redis-sentinel processes monitoring `master`, each on a free
+-- loopback port with a writable config file in its own temp dir.
+-- opts:
+--   master = srv                the master to monitor (required)
+--   name = "mymaster"
+--   count = 3, quorum = 2
+--   down_after_ms = 1000        sentinel down-after-milliseconds
+--   failover_timeout_ms = 3000  sentinel failover-timeout
+--   password = master.password  sentinel auth-pass (the data nodes' password)
+--   sentinel_password = nil     requirepass of the sentinels themselves
+--                               (and sentinel sentinel-pass between them)
+--   replicas = <master's connected_slaves>  wait until the sentinels see
+--                               this many healthy replicas
+--   servers = {srv...}          the data nodes, for :server_at()
+--   timeout = 15                seconds to wait until ready
+-- Returns { list = {sentinel srv...}, name, master } with :master_addr(),
+-- :failover(), :wait_master_change(old, t), :server_at(host, port),
+-- :addrs(), :ready(n), :stop(). Ready on return: every sentinel knows the
+-- others (hello messages, ~2 s) and the replicas, so a failover can start.
+function M.start_sentinels(opts)
+  local master = assert(opts and opts.master, "start_sentinels: master required")
+  local name = opts.name or "mymaster"
+  local password = opts.password
+  if password == nil then password = master.password end
+  local conf = {
+    ("sentinel monitor %s %s %d %d"):format(name, master.host, master.port, opts.quorum or 2),
+    ("sentinel down-after-milliseconds %s %d"):format(name, opts.down_after_ms or 1000),
+    ("sentinel failover-timeout %s %d"):format(name, opts.failover_timeout_ms or 3000),
+    ("sentinel parallel-syncs %s 1"):format(name),
+  }
+  if password then conf[#conf + 1] = ("sentinel auth-pass %s %s"):format(name, conf_quote(password)) end
+  if opts.sentinel_password then
+    conf[#conf + 1] = ("sentinel sentinel-pass %s"):format(conf_quote(opts.sentinel_password))
+  end
+  local replicas = opts.replicas or tonumber(M.info(master, "replication").connected_slaves) or 0
+  local g = setmetatable({ list = {}, name = name, master = master, servers = opts.servers }, Sentinels)
+  local ok, err = pcall(function()
+    for i = 1, opts.count or 3 do
+      g.list[i] = helpers.start_redis { bin = "redis-sentinel", config = table.concat(conf, "\n") .. "\n",
+                                        password = opts.sentinel_password }
+    end
+    assert(helpers.wait_until(function() return g:ready(replicas) end, opts.timeout or 15, 0.1),
+      "sentinels did not see each other and " .. replicas .. " replica(s)")
+  end)
+  if not ok then
+    g:stop()
+    error(err, 2)
+  end
+  return g
+end
+
+---------------------------------------------------------------------------
+-- Cluster
+---------------------------------------------------------------------------
+
+-- Lua 5.1 has no bit operators: xor by arithmetic, bit by bit.
+local function bxor16(a, b)
+  local r, p = 0, 1
+  for _ = 1, 16 do
+    local x, y = a % 2, b % 2
+    if x ~= y then r = r + p end
+    a, b, p = (a - x) / 2, (b - y) / 2, p * 2
+  end
+  return r
+end
+
+--- The cluster slot of `key` (CRC16/XMODEM of the key or of its {hash tag},
+-- mod 16384), as CLUSTER KEYSLOT computes it, without asking a server.
+function M.keyslot(key)
+  local s = key:find("{", 1, true)
+  if s then
+    local e = key:find("}", s + 1, true)
+    if e and e > s + 1 then key = key:sub(s + 1, e - 1) end
+  end
+  local crc = 0
+  for i = 1, #key do
+    crc = bxor16(crc, key:byte(i) * 256)
+    for _ = 1, 8 do
+      if crc >= 32768 then
+        crc = bxor16((crc * 2) % 65536, 0x1021)
+      else
+        crc = (crc * 2) % 65536
+      end
+    end
+  end
+  return math.floor(crc % 16384)
 end
 
 local Cluster = {}
 Cluster.__index = Cluster
 
---- A cluster of `masters` masters (3) with `replicas` replicas each (0),
--- made by redis-cli --cluster create. Fields: nodes = {srv...}, seeds =
--- {"127.0.0.1:port", ...}.
-function M.cluster(opts)
-  opts = opts or {}
-  local n = (opts.masters or 3) * (1 + (opts.replicas or 0))
-  local cl = setmetatable({ nodes = {}, seeds = {} }, Cluster)
-  for i = 1, n do
-    cl.nodes[i] = helpers.start_redis { cluster = true, cluster_node_timeout = opts.node_timeout }
-    cl.seeds[i] = "127.0.0.1:" .. cl.nodes[i].port
-  end
-  local out, code = helpers.sh("redis-cli --cluster create " .. table.concat(cl.seeds, " ")
-    .. " --cluster-replicas " .. (opts.replicas or 0) .. " --cluster-yes 2>&1")
-  assert(code == 0, "redis-cli --cluster create failed:\n" .. out)
-  assert(helpers.wait_until(function()
-    for _, node in ipairs(cl.nodes) do
-      if field(info(node, "cluster") .. (node:cli_raw("CLUSTER", "INFO")), "cluster_state") ~= "ok" then
-        return false
-      end
-    end
-    return true
-  end, 20, 0.1), "the cluster never became ok")
-  if (opts.replicas or 0) > 0 then
-    assert(helpers.wait_until(function()
-      for _, node in ipairs(cl.nodes) do
-        local text = info(node, "replication")
-        if field(text, "role") == "slave" and field(text, "master_link_status") ~= "up" then return false end
-      end
-      return true
-    end, 20, 0.1), "the replicas never synced")
-  end
-  return cl
-end
-
---- The node (a server object) with this port.
-function Cluster:node(port)
-  for _, node in ipairs(self.nodes) do
-    if node.port == port then return node end
-  end
-end
-
---- The hash slot of key, as the cluster computes it.
-function Cluster:slot(key)
-  return tonumber((self.nodes[1]:cli_raw("CLUSTER", "KEYSLOT", key)))
-end
-
---- The server object that serves `slot` now (from CLUSTER SLOTS).
-function Cluster:owner(slot)
-  for _, node in ipairs(self.nodes) do
-    if node:alive() then
-      local c = core.connect { host = "127.0.0.1", port = node.port }
-      local map = c and c:command("CLUSTER", "SLOTS")
-      if c then c:close() end
-      if type(map) == "table" then
-        for _, range in ipairs(map) do
-          if slot >= range[1] and slot <= range[2] then return self:node(range[3][2]) end
+-- CLUSTER NODES as seen by `srv`: list of { id, host, port, flags (set),
+-- master_id, slots = { {from, to}... }, migrating = {slot = id},
+-- importing = {slot = id}, myself }.
+local function parse_nodes(text)
+  local list = {}
+  for _, line in ipairs(lines(text)) do
+    local f = {}
+    for w in line:gmatch("%S+") do f[#f + 1] = w end
+    if #f >= 8 then
+      local host, port = f[2]:match("^(.*):(%d+)@")
+      local n = { id = f[1], host = host, port = tonumber(port), flags = {}, master_id = f[4],
+                  link = f[8], slots = {}, migrating = {}, importing = {} }
+      for flag in f[3]:gmatch("[^,]+") do n.flags[flag] = true end
+      for i = 9, #f do
+        local a, b = f[i]:match("^(%d+)%-(%d+)$")
+        local one = f[i]:match("^(%d+)$")
+        local ms, mid = f[i]:match("^%[(%d+)%->%-(%x+)%]$")
+        local is, iid = f[i]:match("^%[(%d+)%-<%-(%x+)%]$")
+        if a then
+          n.slots[#n.slots + 1] = { tonumber(a), tonumber(b) }
+        elseif one then
+          n.slots[#n.slots + 1] = { tonumber(one), tonumber(one) }
+        elseif ms then
+          n.migrating[tonumber(ms)] = mid
+        elseif is then
+          n.importing[tonumber(is)] = iid
         end
-        return nil
+      end
+      n.myself = n.flags.myself or false
+      list[#list + 1] = n
+    end
+  end
+  return list
+end
+
+--- The nodes as `via` (default the first live node) sees them: CLUSTER NODES
+-- parsed, each entry with .srv (our server object) when we started it.
+function Cluster:view(via)
+  via = via or self:any()
+  local list = parse_nodes((via:cli_raw("CLUSTER", "NODES")))
+  for _, n in ipairs(list) do n.srv = self.by_port[n.port] end
+  return list
+end
+
+function Cluster:any()
+  for _, s in ipairs(self.nodes) do
+    if not s.stopped and s:alive() then return s end
+  end
+  error("cluster: no node alive", 2)
+end
+
+--- The server owning `slot` (0..16383) according to `via`; nil if none.
+function Cluster:node_for_slot(slot, via)
+  for _, n in ipairs(self:view(via)) do
+    if n.flags.master and not n.flags.fail then
+      for _, r in ipairs(n.slots) do
+        if slot >= r[1] and slot <= r[2] then return n.srv, n end
       end
     end
   end
+  return nil
 end
 
---- The node id of a node.
-function Cluster.id(node)
-  return (node:cli_raw("CLUSTER", "MYID"))
+--- The server owning `key`'s slot; also returns the slot.
+function Cluster:node_for_key(key, via)
+  local slot = M.keyslot(key)
+  return self:node_for_slot(slot, via), slot
 end
 
---- Starts moving `slot` from one master to another, as redis-cli --cluster
--- reshard does: IMPORTING on the target, MIGRATING on the source, then
--- MIGRATE of every key. With stop_after = "migrating" it stops there (the
--- source now answers -ASK for keys it no longer has); call finish_slot.
-function Cluster:migrate_slot(slot, from, to, opts)
-  assert(to:cli_raw("CLUSTER", "SETSLOT", slot, "IMPORTING", Cluster.id(from)) == "OK")
-  assert(from:cli_raw("CLUSTER", "SETSLOT", slot, "MIGRATING", Cluster.id(to)) == "OK")
-  if opts and opts.stop_after == "migrating" then return end
-  self:move_keys(slot, from, to)
-  self:finish_slot(slot, to)
-end
-
---- MIGRATEs every key of `slot` from one node to the other.
-function Cluster.move_keys(_, slot, from, to)
-  while true do
-    local keys = from:cli_raw("CLUSTER", "GETKEYSINSLOT", slot, 100)
-    if keys == "" then break end
-    local args = { "MIGRATE", "127.0.0.1", to.port, "", 0, 5000, "KEYS" }
-    for k in keys:gmatch("[^\n]+") do args[#args + 1] = k end
-    local out = from:cli_raw((table.unpack or unpack)(args)) -- luacheck: ignore 143
-    assert(out == "OK" or out == "NOKEY", out)
-  end
-end
-
---- Ends a migration: the slot belongs to `to` on every master.
-function Cluster:finish_slot(slot, to)
-  local id = Cluster.id(to)
-  for _, node in ipairs(self.nodes) do
-    if node:alive() then node:cli_raw("CLUSTER", "SETSLOT", slot, "NODE", id) end
-  end
-end
-
---- CLUSTER FAILOVER on a replica; waits until it says it is a master.
-function Cluster.failover(_, replica)
-  replica:cli_raw("CLUSTER", "FAILOVER")
-  return helpers.wait_until(function()
-    return field(info(replica, "replication"), "role") == "master"
-  end, 20, 0.05)
-end
-
---- The replicas of a master (server objects).
-function Cluster:replicas_of(master)
-  local out = {}
-  for _, node in ipairs(self.nodes) do
-    local text = info(node, "replication")
-    if field(text, "role") == "slave" and tonumber(field(text, "master_port")) == master.port then
-      out[#out + 1] = node
+--- Live masters (server objects) in slot order, and replicas of `master`.
+function Cluster:masters(via)
+  local list = {}
+  for _, n in ipairs(self:view(via)) do
+    if n.flags.master and not n.flags.fail and n.slots[1] and n.srv then
+      list[#list + 1] = { n.slots[1][1], n.srv }
     end
   end
-  return out
+  table.sort(list, function(a, b) return a[1] < b[1] end)
+  for i, e in ipairs(list) do list[i] = e[2] end
+  return list
 end
 
+function Cluster:replicas(master, via)
+  local list = {}
+  for _, n in ipairs(self:view(via)) do
+    if n.flags.slave and n.master_id == master.id and not n.flags.fail and n.srv then
+      list[#list + 1] = n.srv
+    end
+  end
+  return list
+end
+
+--- A key name starting with `prefix` (default "k") whose slot `node` owns.
+function Cluster:key_on(node, prefix)
+  for i = 1, 100000 do
+    local key = (prefix or "k") .. i
+    if self:node_for_slot(M.keyslot(key)) == node then return key end
+  end
+end
+
+-- One string summing up slot ownership and roles, as `srv` sees them.
+local function signature(list)
+  local parts = {}
+  for _, n in ipairs(list) do
+    local r = {}
+    for _, s in ipairs(n.slots) do r[#r + 1] = s[1] .. "-" .. s[2] end
+    parts[#parts + 1] = n.id .. (n.flags.master and " M " or " S " .. n.master_id) .. table.concat(r, ",")
+  end
+  table.sort(parts)
+  return table.concat(parts, ";")
+end
+
+--- True when every live node says cluster_state:ok, knows every live node,
+-- all agree on slot owners and roles, and every replica's link is up.
+function Cluster:ok()
+  local sig
+  local nodes = {}
+  for _, s in ipairs(self.nodes) do
+    if not s.stopped and s:alive() then nodes[#nodes + 1] = s end
+  end
+  for _, s in ipairs(nodes) do
+    local info = {}
+    for k, v in (s:cli_raw("CLUSTER", "INFO")):gmatch("([%w_]+):([^\r\n]*)") do info[k] = v end
+    if info.cluster_state ~= "ok" then return false end
+    local view = self:view(s)
+    local sg = signature(view)
+    if sig and sg ~= sig then return false end
+    sig = sg
+    for _, n in ipairs(view) do
+      if n.flags.fail or n.flags["fail?"] or n.flags.handshake then return false end
+    end
+    if M.role(s) == "slave" and M.info(s, "replication").master_link_status ~= "up" then
+      return false
+    end
+  end
+  return true
+end
+
+--- Wait for ok(); true, or nil after timeout_s (default 15).
+function Cluster:wait_ok(timeout_s)
+  return helpers.wait_until(function() return self:ok() end, timeout_s or 15, 0.05)
+end
+
+--- CLUSTER FAILOVER [FORCE|TAKEOVER] on `replica`, then wait until it is a
+-- master and the cluster is ok again. Returns the seconds it took; raises
+-- after timeout_s (default 15). opts.mode = "FORCE" | "TAKEOVER".
+function Cluster:failover(replica, opts)
+  opts = opts or {}
+  local t0 = helpers.monotime()
+  local out
+  if opts.mode then
+    out = replica:cli_raw("CLUSTER", "FAILOVER", opts.mode)
+  else
+    out = replica:cli_raw("CLUSTER", "FAILOVER")
+  end
+  assert(out == "OK", "CLUSTER FAILOVER: " .. out)
+  assert(helpers.wait_until(function()
+    return M.role(replica) == "master" and self:ok()
+  end, opts.timeout or 15, 0.05), "failover did not finish")
+  return helpers.monotime() - t0
+end
+
+local Migration = {}
+Migration.__index = Migration
+
+local STEPS = { "importing", "migrating", "keys", "done" }
+
+-- Run the steps of the migration up to and including `last`.
+function Migration:run(last)
+  local c, slot, from, to = self.cluster, self.slot, self.from, self.to
+  for i, step in ipairs(STEPS) do
+    if i > self.step_index then
+      if step == "importing" then
+        assert(to:cli_raw("CLUSTER", "SETSLOT", slot, "IMPORTING", from.id) == "OK")
+      elseif step == "migrating" then
+        assert(from:cli_raw("CLUSTER", "SETSLOT", slot, "MIGRATING", to.id) == "OK")
+      elseif step == "keys" then
+        while true do
+          local keys = lines((from:cli_raw("CLUSTER", "GETKEYSINSLOT", slot, 100)))
+          if #keys == 0 then break end
+          local argv = { "MIGRATE", to.host, to.port, "", 0, 5000 }
+          if c.password then
+            argv[#argv + 1] = "AUTH"
+            argv[#argv + 1] = c.password
+          end
+          argv[#argv + 1] = "KEYS"
+          for _, k in ipairs(keys) do argv[#argv + 1] = k end
+          local out = from:cli_raw((table.unpack or unpack)(argv))
+          assert(out == "OK" or out == "NOKEY", "MIGRATE: " .. out)
+        end
+      else
+        -- destination first, then the source, then every other master
+        assert(to:cli_raw("CLUSTER", "SETSLOT", slot, "NODE", to.id) == "OK")
+        assert(from:cli_raw("CLUSTER", "SETSLOT", slot, "NODE", to.id) == "OK")
+        for _, m in ipairs(c:masters()) do
+          if m ~= to and m ~= from then m:cli_raw("CLUSTER", "SETSLOT", slot, "NODE", to.id) end
+        end
+      end
+      self.step_index, self.state = i, step
+    end
+    if step == last then break end
+  end
+  return self
+end
+
+--- Finish a migration stopped half-way; waits until every node agrees.
+function Migration:finish(timeout_s)
+  self:run("done")
+  assert(self.cluster:wait_ok(timeout_s or 15), "cluster not ok after migrating slot " .. self.slot)
+  return self
+end
+
+--- Move `slot` from master `from` to master `to` the way redis-cli does:
+-- CLUSTER SETSLOT IMPORTING (on to), MIGRATING (on from), GETKEYSINSLOT +
+-- MIGRATE ... KEYS until empty, then SETSLOT NODE on to, from and every
+-- other master. opts.stop_after = "importing" | "migrating" | "keys" stops
+-- after that step (while MIGRATING, `from` answers -ASK for keys it does not
+-- have; after "keys", for every key of the slot). Returns a migration with
+-- .state (the last step done), .slot, .from, .to and :finish().
+function Cluster:migrate_slot(slot, from, to, opts)
+  opts = opts or {}
+  local m = setmetatable({ cluster = self, slot = slot, from = from, to = to, step_index = 0,
+                           state = "none" }, Migration)
+  if opts.stop_after then
+    return m:run(opts.stop_after)
+  end
+  return m:finish(opts.timeout)
+end
+
+--- Stop every node. Idempotent.
 function Cluster:stop()
-  for _, node in ipairs(self.nodes) do node:stop() end
+  for _, s in ipairs(self.nodes) do s:stop() end
+end
+
+--- A Redis Cluster of `masters` masters with `replicas` replicas each, on
+-- loopback, made by `redis-cli --cluster create`, ok on return.
+-- opts:
+--   masters = 3 (at least 3: redis-cli's rule), replicas = 1 (0 allowed)
+--   node_timeout = 2000     --cluster-node-timeout, ms
+--   password = "pw"         requirepass + masterauth on every node
+--   args = {...}            extra redis-server arguments for every node
+--   timeout = 20            seconds to wait for the cluster to be ok
+-- Returns { nodes = {srv...} (each with .id, .bus_port), by_port, by_id,
+-- seeds = {"127.0.0.1:port"...}, password } with :masters(),
+-- :replicas(master), :node_for_slot(slot), :node_for_key(key),
+-- :key_on(node, prefix), :view(via), :ok(), :wait_ok(t),
+-- :migrate_slot(slot, from, to, opts), :failover(replica, opts), :stop().
+function M.start_cluster(opts)
+  opts = opts or {}
+  local masters, per = opts.masters or 3, opts.replicas or 1
+  assert(masters >= 3, "redis-cli --cluster create needs at least 3 masters")
+  local c = setmetatable({ nodes = {}, by_port = {}, by_id = {}, seeds = {},
+                           password = opts.password }, Cluster)
+  local ok, err = pcall(function()
+    -- replicas sync at once instead of after Redis' default 5 s diskless delay
+    local args = { "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0" }
+    for _, a in ipairs(opts.args or {}) do args[#args + 1] = a end
+    for i = 1, masters * (1 + per) do
+      local s = helpers.start_redis { cluster = true, cluster_node_timeout = opts.node_timeout or 2000,
+                                      password = opts.password, args = args }
+      c.nodes[i] = s
+      c.by_port[s.port] = s
+      c.seeds[i] = s.host .. ":" .. s.port
+      s.id = s:cli_raw("CLUSTER", "MYID")
+      c.by_id[s.id] = s
+    end
+    local cmd = { "redis-cli" }
+    if opts.password then cmd[#cmd + 1] = "-a " .. helpers.quote(opts.password) .. " --no-auth-warning" end
+    cmd[#cmd + 1] = "--cluster create"
+    for _, a in ipairs(c.seeds) do cmd[#cmd + 1] = a end
+    cmd[#cmd + 1] = "--cluster-replicas " .. per .. " --cluster-yes </dev/null 2>&1"
+    local out, code = helpers.sh(table.concat(cmd, " "))
+    assert(code == 0 and out:find("All 16384 slots covered", 1, true), "cluster create failed:\n" .. out)
+    assert(c:wait_ok(opts.timeout or 20), "cluster did not become ok")
+  end)
+  if not ok then
+    c:stop()
+    error(err, 2)
+  end
+  return c
 end
 
 return M

@@ -2,6 +2,15 @@
 --
 -- usage: lua test/torture/run.lua [--duration S] [--procs N] [--ttl S]
 --                                 [--interval S] [--seed N] [--cs S]
+--                                 [--sentinel 1]
+--
+-- --sentinel 1: the locks live on a master with one replica, watched by
+-- three sentinels, and the workers find the master through them; the
+-- nemeses add SENTINEL FAILOVER and kill -9 of the master (restarted as a
+-- replica), and drop the proxy faults (a proxy cannot follow a failover).
+-- Overlaps that begin while a failover is under way (the new master may
+-- lack the latest lock, and the old one stays a master until Sentinel
+-- demotes it) are counted apart, as for a restart.
 --
 -- Starts a lock server and a separate resource store (two redis-servers,
 -- no persistence, loopback), N worker processes (test/torture/worker.lua),
@@ -31,13 +40,14 @@ local url = require "redislock.url"
 
 -- options ----------------------------------------------------------------
 
-local opts = { duration = 30, procs = 8, ttl = 1, interval = 2, seed = os.time(), cs = 0.4 }
+local opts = { duration = 30, procs = 8, ttl = 1, interval = 2, seed = os.time(), cs = 0.4, sentinel = 0 }
 do
   local i = 1
   while i <= #arg do
     local k = arg[i]:match("^%-%-(%w+)$")
     if not k or opts[k] == nil or not tonumber(arg[i + 1]) then
-      io.stderr:write("usage: run.lua [--duration S] [--procs N] [--ttl S] [--interval S] [--seed N] [--cs S]\n")
+      io.stderr:write("usage: run.lua [--duration S] [--procs N] [--ttl S] [--interval S] [--seed N] [--cs S]"
+        .. " [--sentinel 1]\n")
       os.exit(2)
     end
     opts[k] = tonumber(arg[i + 1])
@@ -55,10 +65,37 @@ local function say(...) io.stdout:write(string.format(...), "\n") io.stdout:flus
 
 -- setup --------------------------------------------------------------------
 
-local lock_srv = helpers.start_redis { debug = true }
+local SENTINEL = opts.sentinel == 1
+local lock_srv, rep, sen, lock_url
+if SENTINEL then
+  local topology = require "spec.support.topology"
+  rep = topology.start_replicated { replicas = 1 }
+  sen = topology.start_sentinels { master = rep.master }
+  lock_srv = rep.master
+  local seeds = {}
+  for i, a in ipairs(sen:addrs()) do seeds[i] = a.host .. ":" .. a.port end
+  sen.seeds = seeds
+  lock_url = "redis+sentinel://" .. table.concat(seeds, ",") .. "/mymaster"
+else
+  lock_srv = helpers.start_redis { debug = true }
+end
 local store = helpers.start_redis()
-local admin = assert(core.connect(url.parse(lock_srv.url)))
+-- the admin connection follows the master too
+local function admin_connect()
+  if SENTINEL then
+    return assert(core.connect { mode = "sentinel", seeds = sen.seeds, master = "mymaster" })
+  end
+  return assert(core.connect(url.parse(lock_srv.url)))
+end
+local admin = admin_connect()
 local store_conn = assert(core.connect(url.parse(store.url)))
+
+-- The server object that is the master now (Sentinel: as the sentinels say).
+local function master()
+  if not SENTINEL then return lock_srv end
+  local _, port = sen:master_addr()
+  return sen:server_at(nil, port, { rep.master, rep.replicas[1] }) or lock_srv
+end
 
 local function start_proxy(listen_port)
   local p = helpers.spawn(helpers.lua_cmd("spec/support/proxy.lua", lock_srv.port, "127.0.0.1", listen_port or 0))
@@ -73,15 +110,16 @@ end
 local workers = {}
 for i = 1, opts.procs do
   local w = { id = i, mode = i <= CONTROLS and "plain" or "fenced" }
-  w.proxy, w.port = start_proxy()
+  if not SENTINEL then w.proxy, w.port = start_proxy() end
   local names = w.mode == "plain" and CONTROL_NAMES or FENCED_NAMES
   w.proc = helpers.spawn(helpers.lua_cmd("test/torture/worker.lua",
-    "redis://127.0.0.1:" .. w.port, store.url, w.mode, opts.duration, TTL, opts.cs,
+    lock_url or "redis://127.0.0.1:" .. w.port, store.url, w.mode, opts.duration, TTL, opts.cs,
     table.unpack and table.unpack(names) or unpack(names))) -- luacheck: ignore 143
   workers[i] = w
 end
-say("torture: %d workers (%d fenced, %d control), ttl %g s, %g s, a fault every %g s, seed %d",
-  opts.procs, opts.procs - CONTROLS, CONTROLS, TTL, opts.duration, opts.interval, opts.seed)
+say("torture: %d workers (%d fenced, %d control), ttl %g s, %g s, a fault every %g s, seed %d%s",
+  opts.procs, opts.procs - CONTROLS, CONTROLS, TTL, opts.duration, opts.interval, opts.seed,
+  SENTINEL and ", over Sentinel" or "")
 
 -- the holder of a name right now, from the workers' live logs
 local function holder_of(name)
@@ -136,7 +174,7 @@ local NEMESES = {
     count("server_kill")
   end,
   server_pause = function()
-    pause(lock_srv, "server_pause")
+    pause(master(), "server_pause")
   end,
   proxy_hold = function()
     pause(workers[math.random(#workers)].proxy, "proxy_hold")
@@ -169,6 +207,32 @@ local NEMESES = {
     count("early_expiry")
   end,
 }
+if SENTINEL then
+  -- a proxy cannot follow a failover; a restart is a failover here
+  NEMESES.proxy_hold, NEMESES.proxy_drop, NEMESES.server_kill = nil, nil, nil
+  -- The old master stays a master until Sentinel demotes it: overlaps
+  -- from then until a lease after the demotion are the failover's.
+  local function until_demoted(old, t, kind)
+    helpers.wait_until(function() return (old:cli_raw("ROLE")):find("^slave") end, 30, 0.1)
+    windows[#windows + 1] = { t, now() + TTL + 0.5, nil, kind }
+    count(kind)
+  end
+  NEMESES.failover = function()
+    local old, t = master(), now()
+    sen:failover()
+    sen:wait_master_change(old, 20)
+    until_demoted(old, t, "failover")
+  end
+  -- kill -9 of the master; it comes back (empty: no persistence) and
+  -- Sentinel makes it a replica of the new master
+  NEMESES.master_kill = function()
+    local old, t = master(), now()
+    old:kill("KILL")
+    sen:wait_master_change(old, 20)
+    old:restart()
+    until_demoted(old, t, "master_kill")
+  end
+end
 local KINDS = {}
 for k in pairs(NEMESES) do KINDS[#KINDS + 1] = k end
 table.sort(KINDS)
@@ -223,7 +287,7 @@ for _, w in ipairs(workers) do
       end
     end
   end
-  w.proxy:stop()
+  if w.proxy then w.proxy:stop() end
 end
 
 -- check: mutex history -------------------------------------------------------
@@ -234,6 +298,11 @@ local function in_window(t, name)
   end
 end
 
+if os.getenv("TORTURE_DEBUG") then
+  for _, win in ipairs(windows) do
+    say("window %s: +%.3f .. +%.3f s", win[4], win[1] - t_start, win[2] - t_start)
+  end
+end
 local overlaps, expected_overlaps = 0, {}
 local by_name = {}
 for _, h in ipairs(holds) do
@@ -254,8 +323,8 @@ for name, list in pairs(by_name) do
         end
       else
         overlaps = overlaps + 1
-        say("OVERLAP on %s: fence %d (worker %d) began %.3f ms before fence %d (worker %d) ended",
-          name, h.fence, h.worker, (last_end - h.t0) * 1000, last.fence, last.worker)
+        say("OVERLAP on %s: fence %d (worker %d) began %.3f ms before fence %d (worker %d) ended (at +%.3f s)",
+          name, h.fence, h.worker, (last_end - h.t0) * 1000, last.fence, last.worker, h.t0 - t_start)
       end
     end
     if h.t1 > last_end then last_end, last = h.t1, h end
@@ -315,7 +384,7 @@ for _, k in ipairs(KINDS) do
 end
 row("holds checked", #holds)
 row("overlaps (a single healthy Redis: must be 0)", overlaps)
-for _, k in ipairs({ "server_kill", "early_expiry" }) do
+for _, k in ipairs(SENTINEL and { "failover", "master_kill", "early_expiry" } or { "server_kill", "early_expiry" }) do
   row("holds overlapping while Redis had lost it: " .. k, expected_overlaps[k] or 0)
 end
 row("fenced: acknowledged writes", (acked.fenced.f1 or 0) + (acked.fenced.f2 or 0))
@@ -355,6 +424,11 @@ say("torture: %s", ok and "PASS" or "FAIL")
 
 admin:close()
 store_conn:close()
-lock_srv:stop()
+if SENTINEL then
+  sen:stop()
+  rep:stop()
+else
+  lock_srv:stop()
+end
 store:stop()
-os.exit(ok and 0 or 1)
+os.exit(ok and 0 or 1, true)   -- true: close the state, so stop_all runs
