@@ -134,6 +134,7 @@ end
 
 local faults = {}           -- kind -> count
 local windows = {}          -- periods when Redis itself lost locks: {from, to, name|nil, kind}
+local demotions = {}        -- Sentinel: windows open until the old master is demoted
 
 local function count(kind) faults[kind] = (faults[kind] or 0) + 1 end
 -- SIGSTOP a process past the ttl (1.5-2.5x), then SIGCONT it.
@@ -192,10 +193,11 @@ local NEMESES = {
     count("script_flush")
   end,
   client_kill = function()
-    -- every normal client but our own admin connection
-    local id = admin:command("CLIENT", "ID")
-    admin:command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
-    assert(id)
+    -- every normal client but our own admin connection (asked twice: a
+    -- failover may have closed the admin connection since its last use)
+    local killed = admin:command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+      or admin:command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+    assert(killed, "CLIENT KILL failed")
     count("client_kill")
   end,
   -- the key vanishes early, as after a clock jump on the server
@@ -211,17 +213,28 @@ if SENTINEL then
   -- a proxy cannot follow a failover; a restart is a failover here
   NEMESES.proxy_hold, NEMESES.proxy_drop, NEMESES.server_kill = nil, nil, nil
   -- The old master stays a master until Sentinel demotes it: overlaps
-  -- from then until a lease after the demotion are the failover's.
+  -- from the fault until a lease after the demotion are the failover's.
+  -- The window stays open while the nemesis goes on; it is closed when
+  -- the demotion is seen (or at the end of the run).
   local function until_demoted(old, t, kind)
-    helpers.wait_until(function() return (old:cli_raw("ROLE")):find("^slave") end, 30, 0.1)
-    windows[#windows + 1] = { t, now() + TTL + 0.5, nil, kind }
-    count(kind)
+    local win = { t, math.huge, nil, kind, old = old }
+    windows[#windows + 1] = win
+    demotions[#demotions + 1] = win
   end
   NEMESES.failover = function()
     local old, t = master(), now()
     sen:failover()
     sen:wait_master_change(old, 20)
     until_demoted(old, t, "failover")
+    count("failover")
+  end
+  -- A master paused past down-after-milliseconds is failed over by the
+  -- sentinels, and resumes as a second master until they demote it: when
+  -- that happens, it is a failover window like the others.
+  NEMESES.server_pause = function()
+    local old, t = master(), now()
+    pause(old, "server_pause")
+    if sen:wait_master_change(old, 5) then until_demoted(old, t, "server_pause") end
   end
   -- kill -9 of the master; it comes back (empty: no persistence) and
   -- Sentinel makes it a replica of the new master
@@ -231,16 +244,38 @@ if SENTINEL then
     sen:wait_master_change(old, 20)
     old:restart()
     until_demoted(old, t, "master_kill")
+    count("master_kill")
   end
 end
 local KINDS = {}
 for k in pairs(NEMESES) do KINDS[#KINDS + 1] = k end
 table.sort(KINDS)
 
+-- Closes the failover windows whose old master Sentinel has demoted (one
+-- never demoted stays open to the end).
+local function close_demotions()
+  for i = #demotions, 1, -1 do
+    local win = demotions[i]
+    if (win.old:cli_raw("ROLE")):find("^slave") then
+      win[2] = now() + TTL + 0.5
+      table.remove(demotions, i)
+    end
+  end
+end
+
 local t_start = now()
 local order = {}
+-- sleeps `seconds`, closing demoted failover windows as it goes
+local function nap(seconds)
+  local until_t = now() + seconds
+  while now() < until_t do
+    helpers.sleep(math.min(0.1, until_t - now()))
+    close_demotions()
+  end
+end
+
 while now() - t_start < opts.duration - opts.interval do
-  helpers.sleep(opts.interval * (0.75 + 0.5 * math.random()))
+  nap(opts.interval * (0.75 + 0.5 * math.random()))
   if #order == 0 then
     for i, k in ipairs(KINDS) do order[i] = k end
     for i = #order, 2, -1 do
@@ -251,7 +286,11 @@ while now() - t_start < opts.duration - opts.interval do
   local kind = table.remove(order)
   local ok, err = pcall(NEMESES[kind])
   if not ok then say("nemesis %s failed: %s", kind, tostring(err)) end
+  close_demotions()
 end
+
+-- (the workers run to the end of the duration: keep watching demotions)
+if #demotions > 0 then nap(math.max(0, opts.duration + 1 - (now() - t_start))) end
 
 -- collect ------------------------------------------------------------------
 
@@ -384,7 +423,8 @@ for _, k in ipairs(KINDS) do
 end
 row("holds checked", #holds)
 row("overlaps (a single healthy Redis: must be 0)", overlaps)
-for _, k in ipairs(SENTINEL and { "failover", "master_kill", "early_expiry" } or { "server_kill", "early_expiry" }) do
+for _, k in ipairs(SENTINEL and { "failover", "master_kill", "server_pause", "early_expiry" }
+  or { "server_kill", "early_expiry" }) do
   row("holds overlapping while Redis had lost it: " .. k, expected_overlaps[k] or 0)
 end
 row("fenced: acknowledged writes", (acked.fenced.f1 or 0) + (acked.fenced.f2 or 0))
