@@ -71,7 +71,8 @@ describe("cosocket transport over Cluster and Sentinel (nginx)", function()
     local body, code = http.request(base .. path)
     assert(body, code)
     if code ~= 200 then
-      error(("%s: HTTP %s\n%s"):format(path, tostring(code), (helpers.read_file(dir .. "/error.log") or ""):sub(-1500)), 2)
+      local log = helpers.read_file(dir .. "/error.log") or ""
+      error(("%s: HTTP %s\n%s"):format(path, tostring(code), log:sub(-1500)), 2)
     end
     return (body:gsub("\n$", ""))
   end
