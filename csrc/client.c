@@ -27,6 +27,7 @@
 #include "compat.h"
 #include "conn.h"
 #include "deadline.h"
+#include "fanout.h"
 #include "luaval.h"
 #include "monotime.h"
 #include "router.h"
@@ -37,6 +38,8 @@
 #include "watchdog.h"
 
 #define CLIENT_MAX_SEEDS 64
+
+static int client_result(lua_State *L, client_ud *u, redisReply *r);
 
 client_ud *client_check(lua_State *L) {
     client_ud *u = (client_ud *)luaL_checkudata(L, 1, CLIENT_MT);
@@ -118,6 +121,39 @@ static int client_opt_seeds(lua_State *L, int t, const char *key, const char **o
     return n;
 }
 
+/* Redlock: the masters of config field `nodes`, each a table of host=,
+ * port=, path=, username=, password=, db=, added to t. Returns how many. */
+static int client_opt_nodes(lua_State *L, int idx, topo *t) {
+    int i, n = 0;
+    lua_getfield(L, idx, "nodes");
+    if (lua_type(L, -1) != LUA_TTABLE) luaL_error(L, "bad config field 'nodes' (table expected)");
+    for (i = 1; i <= 64; i++) {
+        topo_node node;
+        int top;
+        lua_rawgeti(L, -1, i);
+        if (lua_isnil(L, -1)) {
+            lua_pop(L, 1);
+            break;
+        }
+        if (lua_type(L, -1) != LUA_TTABLE) luaL_error(L, "bad config field 'nodes' (tables expected)");
+        top = lua_gettop(L);
+        memset(&node, 0, sizeof node);
+        node.own_auth = 1;
+        node.host = (char *)client_opt_string(L, top, "host");
+        node.path = (char *)client_opt_string(L, top, "path");
+        node.username = (char *)client_opt_string(L, top, "username");
+        node.password = (char *)client_opt_string(L, top, "password");
+        node.port = (int)client_opt_number(L, top, "port", 6379, 1, 65535);
+        node.db = (int)client_opt_number(L, top, "db", 0, 0, 1 << 20);
+        if (node.host == NULL && node.path == NULL) node.host = (char *)"127.0.0.1";
+        if (topo_add_seed(t, &node) != 0) luaL_error(L, "out of memory");
+        lua_settop(L, top - 1);   /* the strings were copied */
+        n++;
+    }
+    lua_pop(L, 1);
+    return n;
+}
+
 /* core.connect{host=, port=, path=, username=, password=, db=,
  *              connect_timeout=, timeout=, lazy=, probe=,
  *              mode = "single" | "sentinel" | "cluster", seeds = {...},
@@ -160,8 +196,9 @@ int client_global_connect(lua_State *L) {
     if (mode_name == NULL || strcmp(mode_name, "single") == 0) mode = TOPO_SINGLE;
     else if (strcmp(mode_name, "sentinel") == 0) mode = TOPO_SENTINEL;
     else if (strcmp(mode_name, "cluster") == 0) mode = TOPO_CLUSTER;
-    else return luaL_error(L, "bad config field 'mode' (single, sentinel or cluster expected)");
-    if (mode != TOPO_SINGLE && nseeds == 0)
+    else if (strcmp(mode_name, "redlock") == 0) mode = TOPO_REDLOCK;
+    else return luaL_error(L, "bad config field 'mode' (single, sentinel, cluster or redlock expected)");
+    if (mode != TOPO_SINGLE && mode != TOPO_REDLOCK && nseeds == 0)
         luaL_error(L, "bad config field 'seeds' (at least one host:port expected)");
     if (mode == TOPO_SENTINEL && master == NULL)
         luaL_error(L, "bad config field 'master' (the master's name expected)");
@@ -178,10 +215,17 @@ int client_global_connect(lua_State *L) {
     u = client_push_closed(L);
     u->t = topo_new(mode, &cfg, seeds, nseeds, master, suser, spass, err, sizeof err);
     if (u->t == NULL) return luaL_error(L, "bad config field 'seeds' (%s)", err);
+    if (mode == TOPO_REDLOCK && client_opt_nodes(L, 1, u->t) < 1)
+        return luaL_error(L, "bad config field 'nodes' (at least one master expected)");
     u->r = router_new(u->t, 1);
     if (u->r == NULL) return luaL_error(L, "out of memory");
     u->r->probe = probe;
     if (lazy) return 1;  /* connects at its first command, if any */
+    if (mode == TOPO_REDLOCK) {
+        /* independent masters: the policy (redlock.lua) checks a majority */
+        if (router_sync(u->r) != 0) return client_result(L, u, NULL);
+        return 1;
+    }
     {
         conn *c = NULL;
         int ok = router_sync(u->r) == 0 && (c = router_conn(u->r, 0)) != NULL && conn_ensure(c) == 0;
@@ -282,6 +326,76 @@ static int meth_command(lua_State *L) {
     n = luaval_args(L, 2, argv, lens, CLIENT_MAX_COMMAND_ARGS);
     return client_result(L, u, route_command(u->r, n > 1 ? argv[1] : NULL, n > 1 ? lens[1] : 0,
                                              n, argv, lens));
+}
+
+/* Enough answers for a quorum decision: yes (1, or {1, ...}) reached the
+ * quorum, or so many said no (anything else) that it never can. */
+static int client_quorum_enough(const fanout_result *res, int n, void *ud) {
+    int quorum = *(const int *)ud, yes = 0, no = 0, i;
+    if (quorum <= 0) return 0;
+    for (i = 0; i < n; i++) {
+        const redisReply *r = res[i].reply;
+        if (!res[i].done) continue;
+        if (r && ((r->type == REDIS_REPLY_INTEGER && r->integer >= 1) ||
+                  (r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                   r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1)))
+            yes++;
+        else
+            no++;
+    }
+    return yes >= quorum || no > n - quorum;
+}
+
+/* client:fanout(timeout, quorum, name, keys..., args...) -> { result... }
+ * Redlock: runs the embedded script `name` on every master at once (see
+ * fanout.c), waiting at most `timeout` seconds, or until a quorum of
+ * "yes" (or so many "no" that no quorum can come) when quorum > 0. One
+ * result per master, in order: { ok = reply } or { err = msg, kind = k }. */
+static int meth_fanout(lua_State *L) {
+    const char *argv[SCRIPT_MAX_ARGS];
+    size_t lens[SCRIPT_MAX_ARGS];
+    client_ud *u = client_check(L);
+    lua_Number timeout = luaL_checknumber(L, 2);
+    int quorum = (int)luaL_checkinteger(L, 3), n, i, nargs;
+    size_t len;
+    const char *name = luaL_checklstring(L, 4, &len);
+    const script_def *s = strlen(name) == len ? script_find(name) : NULL;
+    fanout_result *res;
+    if (!(timeout > 0 && timeout <= 86400)) return luaL_argerror(L, 2, "timeout out of range");
+    if (s == NULL) return luaL_argerror(L, 4, "no such script");
+    nargs = luaval_args(L, 5, argv, lens, SCRIPT_MAX_ARGS);
+    if (nargs < s->nkeys)
+        return luaL_error(L, "script '%s' takes %d keys, got %d arguments", s->name, s->nkeys, nargs);
+    if (router_sync(u->r) != 0) return client_result(L, u, NULL);
+    n = u->r->nconns;
+    res = (fanout_result *)lua_newuserdata(L, (size_t)(n ? n : 1) * sizeof *res);
+    if (fanout_script(u->r, s, nargs, argv, lens, deadline_in_ms((long)(timeout * 1000)),
+                      client_quorum_enough, &quorum, res) < 0) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "out of memory");
+        return 2;
+    }
+    lua_createtable(L, n, 0);
+    for (i = 0; i < n; i++) {
+        lua_createtable(L, 0, 2);
+        if (res[i].reply && res[i].reply->type != REDIS_REPLY_ERROR) {
+            luaval_push_reply(L, res[i].reply, 0);
+            lua_setfield(L, -2, "ok");
+        } else if (res[i].reply) {
+            lua_pushfstring(L, "redis error: %s", res[i].reply->str ? res[i].reply->str : "");
+            lua_setfield(L, -2, "err");
+            lua_pushliteral(L, "redis");
+            lua_setfield(L, -2, "kind");
+        } else {
+            lua_pushstring(L, res[i].errstr[0] ? res[i].errstr : "no answer");
+            lua_setfield(L, -2, "err");
+            lua_pushstring(L, conn_kind(res[i].err));
+            lua_setfield(L, -2, "kind");
+        }
+        lua_rawseti(L, -2, i + 1);
+    }
+    fanout_free(res, n);
+    return 1;
 }
 
 /* client:replicas(n, timeout_seconds) -> acks | nil, err, kind
@@ -512,7 +626,7 @@ static int meth_closed(lua_State *L) {
 /* Names the endpoint, never the password. */
 static int meth_tostring(lua_State *L) {
     client_ud *u = (client_ud *)luaL_checkudata(L, 1, CLIENT_MT);
-    static const char *const modes[] = {"", "sentinel ", "cluster "};
+    static const char *const modes[] = {"", "sentinel ", "cluster ", "redlock "};
     char where[160];
     if (u->t == NULL) {
         lua_pushstring(L, "redislock.client (closed)");
@@ -538,6 +652,7 @@ static const luaL_Reg client_methods[] = {
     {"script", meth_script},
     {"command", meth_command},
     {"replicas", meth_replicas},
+    {"fanout", meth_fanout},
     {"wait_client", meth_wait_client},
     {"watch", meth_watch},
     {"losses", meth_losses},

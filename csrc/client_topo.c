@@ -18,7 +18,7 @@
  * What this client routes by, for a transport that talks to the nodes
  * itself and feeds what it learns back (load_slots, set_master). */
 static int meth_topology(lua_State *L) {
-    static const char *const modes[] = {"single", "sentinel", "cluster"};
+    static const char *const modes[] = {"single", "sentinel", "cluster", "redlock"};
     client_ud *u = client_check(L);
     char buf[160];
     int i;

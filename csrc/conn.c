@@ -165,6 +165,8 @@ void conn_drop(conn *c) {
     c->out_off = 0;
     c->sent_total = c->queued_total = 0;
     c->hs_n = c->hs_next = 0;
+    c->skip = 0;
+    c->skip_since = 0;
 }
 
 /* Records why, "connection <what>: <why> (<where>)", and closes. */
@@ -352,6 +354,11 @@ int conn_reply(conn *c, redisReply **out) {
         if (rep == NULL) return 0;
         r = rep;
         if (c->hs_next >= c->hs_n) {
+            if (c->skip > 0) {
+                if (--c->skip == 0) c->skip_since = 0;
+                freeReplyObject(r);
+                continue;
+            }
             *out = r;
             return 1;
         }

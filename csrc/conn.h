@@ -74,6 +74,10 @@ typedef struct conn {
     uint64_t queued_total;   /* bytes queued since connect */
     unsigned char hs_kind[4];/* the handshake's replies, in order */
     int hs_n, hs_next;       /* how many; the next one to read */
+    int skip;                /* replies of requests nobody waits for any
+                                more (a fan-out that had enough): read and
+                                dropped before the next one is returned */
+    int64_t skip_since;      /* monotonic us when the oldest of them was given up */
     long spin_us;            /* conn_read polls this long before sleeping */
     conn_info info;
     int err;                 /* enum conn_err of the last failure */

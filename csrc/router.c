@@ -111,11 +111,7 @@ conn *router_conn(router *r, int i) {
     const topo_node *n = &r->snap->nodes[i];
     conn *c = r->conns[i];
     if (c) return c;
-    cfg = r->t->cfg;
-    cfg.host = n->host;
-    cfg.port = n->port;
-    cfg.path = n->path;
-    if (r->t->mode == TOPO_CLUSTER) cfg.db = 0;
+    topo_node_config(r->t, n, &cfg);
     c = conn_new(&cfg);
     if (c == NULL) return NULL;
     /* a name it may resolve again at each connect (and so follow a DNS

@@ -20,7 +20,48 @@
 void topo_node_clear(topo_node *n) {
     free(n->host);
     free(n->path);
+    free(n->username);
+    if (n->password) {
+        explicit_bzero(n->password, strlen(n->password));
+        free(n->password);
+    }
     memset(n, 0, sizeof *n);
+}
+
+int topo_node_dup(topo_node *dst, const topo_node *src) {
+    *dst = *src;
+    dst->host = src->host ? strdup(src->host) : NULL;
+    dst->path = src->path ? strdup(src->path) : NULL;
+    dst->username = src->username ? strdup(src->username) : NULL;
+    dst->password = src->password ? strdup(src->password) : NULL;
+    if ((src->host && !dst->host) || (src->path && !dst->path) ||
+        (src->username && !dst->username) || (src->password && !dst->password)) {
+        topo_node_clear(dst);
+        return -1;
+    }
+    return 0;
+}
+
+void topo_node_config(const topo *t, const topo_node *n, conn_config *out) {
+    *out = t->cfg;
+    out->host = n->host;
+    out->port = n->port;
+    out->path = n->path;
+    if (n->own_auth) {
+        out->username = n->username;
+        out->password = n->password;
+        out->db = n->db;
+    }
+    if (t->mode == TOPO_CLUSTER) out->db = 0;
+}
+
+int topo_add_seed(topo *t, const topo_node *n) {
+    topo_node *seeds = realloc(t->seeds, (size_t)(t->nseeds + 1) * sizeof *seeds);
+    if (seeds == NULL) return -1;
+    t->seeds = seeds;
+    if (topo_node_dup(&t->seeds[t->nseeds], n) != 0) return -1;
+    t->nseeds++;
+    return 0;
 }
 
 int topo_node_same(const topo_node *a, const topo_node *b) {
@@ -267,6 +308,35 @@ static int topo_load_single(topo *t, int may_resolve, int64_t deadline, char *er
     return 0;
 }
 
+/* Redlock: the masters as configured; one that cannot be resolved now stays
+ * (it counts as a master that does not answer). */
+static int topo_load_redlock(topo *t, int may_resolve, int64_t deadline, char *err, size_t errlen,
+                             const char **kind) {
+    topo_snap *s = topo_snap_new(t->nseeds, 0);
+    int i;
+    if (s == NULL) {
+        snprintf(err, errlen, "out of memory");
+        *kind = "memory";
+        return -1;
+    }
+    for (i = 0; i < t->nseeds; i++) {
+        char ignore[CONN_ERRSTR_LEN];
+        topo_node n;
+        pthread_mutex_lock(&t->mu);
+        n = t->seeds[i];     /* shallow: seeds live as long as t */
+        pthread_mutex_unlock(&t->mu);
+        if (topo_node_dup(&s->nodes[i], &n) != 0) {
+            topo_snap_free(s);
+            snprintf(err, errlen, "out of memory");
+            *kind = "memory";
+            return -1;
+        }
+        topo_node_resolve(&s->nodes[i], may_resolve, deadline, ignore, sizeof ignore);
+    }
+    topo_publish(t, s);
+    return 0;
+}
+
 int topo_refresh(topo *t, uint64_t seen, int may_resolve, int64_t deadline,
                  char *err, size_t errlen, const char **kind) {
     topo_snap *s = NULL;
@@ -280,6 +350,8 @@ int topo_refresh(topo *t, uint64_t seen, int may_resolve, int64_t deadline,
     case TOPO_CLUSTER:
         rc = cluster_load(t, may_resolve, deadline, &s, err, errlen, kind);
         break;
+    case TOPO_REDLOCK:
+        return topo_load_redlock(t, may_resolve, deadline, err, errlen, kind);
     default:
         return topo_load_single(t, may_resolve, deadline, err, errlen, kind);
     }

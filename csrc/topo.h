@@ -14,6 +14,8 @@
  *   sentinel  the master named `master`, resolved through the sentinels
  *             (sentinel.c) again on every refresh
  *   cluster   the slot map from CLUSTER SLOTS (cluster.c)
+ *   redlock   independent masters, each with its own address and
+ *             credentials, every key on all of them (a quorum decides)
  */
 #ifndef REDISLOCK_TOPO_H
 #define REDISLOCK_TOPO_H
@@ -24,7 +26,7 @@
 #include "conn.h"
 #include "sock.h"
 
-enum topo_mode { TOPO_SINGLE = 0, TOPO_SENTINEL, TOPO_CLUSTER };
+enum topo_mode { TOPO_SINGLE = 0, TOPO_SENTINEL, TOPO_CLUSTER, TOPO_REDLOCK };
 
 #define TOPO_NO_NODE 0xffff
 #define TOPO_MAX_NODES 1024
@@ -34,6 +36,10 @@ typedef struct topo_node {
     int port;
     char *path;             /* unix socket, or NULL */
     sock_addrs addrs;       /* resolved (n == 0: not yet) */
+    int own_auth;           /* redlock: username, password and db below
+                               are this node's, not the topology's */
+    char *username, *password;
+    int db;
 } topo_node;
 
 typedef struct topo_snap {
@@ -90,6 +96,16 @@ int topo_node_resolve(topo_node *n, int may_resolve, int64_t deadline, char *err
 
 /* "host:port" / path of a node, for messages. */
 void topo_node_describe(const topo_node *n, char *buf, size_t len);
+
+/* A deep copy of a node (addresses and credentials included). 0, or -1. */
+int topo_node_dup(topo_node *dst, const topo_node *src);
+
+/* Redlock: adds a master (deep-copied) to the topology's fixed list. */
+int topo_add_seed(topo *t, const topo_node *n);
+
+/* The settings to connect to node n: its own credentials (redlock) or
+ * the topology's; database 0 in a cluster. Strings are borrowed. */
+void topo_node_config(const topo *t, const topo_node *n, conn_config *out);
 
 /* Parses "host:port", "[v6]:port" or "v6:port" (the last colon) into a
  * node. 0, or -1. */

@@ -91,7 +91,8 @@ void wd_release(wd *w) {
         wd_link *l = &w->links[i];
         for (k = 0; k < l->n; k++) {
             wd_entry *e = l->q[(l->head + k) % l->cap].e;
-            if (e->orphaned) wd_entry_free(w, e);
+            /* (a Redlock orphan is queued on several links: the last frees it) */
+            if (e && e->orphaned && --e->queued == 0) wd_entry_free(w, e);
         }
         wd_link_free(l);
     }
@@ -115,7 +116,12 @@ void wd_release(wd *w) {
  * socket path then fails the acquire with its real cause, instead of
  * showing up later as a fresh lock lost "unreachable". */
 static int wd_check_path(wd *w, const char *key, size_t klen, char *errbuf, size_t errlen) {
-    topo_snap *s = topo_snap_get(w->t);
+    topo_snap *s;
+    /* Redlock: the acquire's own majority just proved the path, and a
+     * minority of masters may be down for good; the thread connects to
+     * each master itself */
+    if (w->t->mode == TOPO_REDLOCK) return 0;
+    s = topo_snap_get(w->t);
     topo_node node;
     wd_link *l;
     conn *c;

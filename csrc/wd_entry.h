@@ -24,7 +24,17 @@ typedef struct wd_entry {
     pid_t pid;              /* the process that registered it */
     int state;              /* WD_HELD or the reason it was lost */
     int failing;            /* the last renewal got no usable answer */
-    int queued;             /* a renewal of it waits for its reply */
+    int queued;             /* requests of its renewal waiting for a reply
+                               (one; Redlock: one per master) */
+    uint64_t missing;       /* Redlock: masters (link index bits) whose key
+                               was gone in a round that kept a majority:
+                               the next renewal takes it back there */
+    uint32_t round;         /* which renewal its requests belong to: answers
+                               to an older one (Redlock went on without
+                               them) are only counted off */
+    int r_ok, r_no, r_fail; /* this renewal's answers so far: renewed, not
+                               held, no usable answer (Redlock counts a
+                               majority; elsewhere there is one) */
     int64_t flight_end;     /* the lease end that renewal gives if it succeeds */
     int orphaned;           /* unwatched while queued: freed once the
                                renewal is answered or its link dropped */

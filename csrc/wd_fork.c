@@ -89,8 +89,9 @@ void wd_adopt_after_fork(wd *w) {
             wd_entry *e = l->q[l->head].e;
             l->head = (l->head + 1) % l->cap;
             l->n--;
-            e->queued = 0;
-            if (e->orphaned) wd_entry_free(w, e);
+            if (e == NULL) continue;      /* an ASKING */
+            if (e->queued > 0) e->queued--;
+            if (e->orphaned && e->queued == 0) wd_entry_free(w, e);
         }
         l->head = 0;
         conn_drop(l->c);

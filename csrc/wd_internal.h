@@ -33,6 +33,8 @@ typedef struct wd_req {
     uint64_t from, to;      /* its bytes in the link's stream (conn offsets) */
     int eval;               /* sent as EVAL, after a NOSCRIPT */
     int asking;             /* sent after ASKING (a slot being migrated) */
+    const struct script_def *script;  /* extend, redlock_renew or redlock_claim */
+    uint32_t round;         /* the entry's round it was sent in */
 } wd_req;
 
 /* The watchdog's connection to one node, with its requests in order. */
@@ -82,11 +84,14 @@ void wd_collect(wd *w, int64_t now);
 int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now);
 wd_link *wd_route(wd *w, const wd_entry *e);
 void wd_apply_failure(wd *w, wd_entry *e, int64_t now);
+void wd_outcome(wd *w, wd_entry *e, int outcome, uint32_t round, int64_t sent_at, int64_t ttl_ms,
+                int64_t now);
 int64_t wd_retry_at(const wd_entry *e, int64_t now);
 
 /* wd_link.c: with w->mu held; never blocks. */
 int wd_link_reserve(wd_link *l, uint32_t total);
-int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int eval, int asking, int64_t sent_at);
+int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int eval, int asking, int64_t sent_at,
+                  const struct script_def *script);
 int wd_links_sync(wd *w, int64_t now);
 int wd_link_open(wd_link *l, int64_t now);
 wd_link *wd_link_find(wd *w, const topo_node *n);

@@ -44,14 +44,30 @@ int wd_link_reserve(wd_link *l, uint32_t total) {
 
 /* EVALSHA (or EVAL) extend 1 key token ttl, queued on the link's conn,
  * after an ASKING when the slot is being migrated to this node. */
-int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int eval, int asking, int64_t sent_at) {
-    static const script_def *extend;
+int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int eval, int asking, int64_t sent_at,
+                  const struct script_def *script) {
+    static const script_def *extend, *redlock_renew, *redlock_claim;
     const char *argv[6];
     size_t lens[6];
     char ttl[24];
     uint64_t from;
     wd_req *req;
-    if (extend == NULL) extend = script_find("extend");
+    const script_def *renew;
+    if (extend == NULL) {
+        extend = script_find("extend");
+        redlock_renew = script_find("redlock_renew");
+        redlock_claim = script_find("redlock_claim");
+    }
+    renew = extend;
+    if (script != NULL) {
+        renew = script;   /* sent again as it was (after NOSCRIPT) */
+    } else if (w->t->mode == TOPO_REDLOCK) {
+        /* a master whose key was gone in a round that kept a majority
+         * takes it back now (redlock_claim.lua says why that is safe) */
+        uint64_t bit = (uint64_t)1 << ((l - w->links) & 63);
+        renew = (e->missing & bit) ? redlock_claim : redlock_renew;
+        e->missing &= ~bit;
+    }
     /* room was reserved at watch; an ASKING may need one more */
     if (l->n + 2 > l->cap && wd_link_reserve(l, l->n + 2) != 0) return -1;
     if (asking) {
@@ -68,8 +84,8 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int eval, int asking, int64_t 
     from = l->c->queued_total;
     argv[0] = eval ? "EVAL" : "EVALSHA";
     lens[0] = eval ? 4 : 7;
-    argv[1] = eval ? extend->source : extend->sha;
-    lens[1] = eval ? extend->len : 40;
+    argv[1] = eval ? renew->source : renew->sha;
+    lens[1] = eval ? renew->len : 40;
     argv[2] = "1";
     lens[2] = 1;
     argv[3] = e->key;
@@ -87,7 +103,9 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int eval, int asking, int64_t 
     req->to = l->c->queued_total;
     req->eval = eval;
     req->asking = asking;
-    e->queued = 1;
+    req->script = renew;
+    req->round = e->round;
+    e->queued++;
     e->flight_end = sent_at + e->ttl_ms - lease_drift_ms(e->ttl_ms);
     w->stats.renewals++;
     return 0;
@@ -120,7 +138,7 @@ void wd_link_unqueue(wd_link *l, wd_entry *e) {
             *wd_link_at(l, first + (j - i)) = *next;
         }
         l->n -= i - first;
-        e->queued = 0;
+        e->queued--;
         return;
     }
 }
@@ -132,10 +150,10 @@ void wd_link_drop(wd *w, wd_link *l, int64_t now) {
     if (w->t->mode != TOPO_SINGLE && l->c->err == CONN_ECONNECT) w->want_refresh = 1;
     conn_drop(l->c);
     while (l->n > 0) {
-        wd_entry *e = wd_link_at(l, 0)->e;
+        wd_req req = *wd_link_at(l, 0);
         l->head = (l->head + 1) % l->cap;
         l->n--;
-        if (e) wd_apply_failure(w, e, now);
+        if (req.e) wd_outcome(w, req.e, -1, req.round, 0, 0, now);
     }
     l->head = 0;
     l->revents = 0;
@@ -248,12 +266,9 @@ void wd_link_free(wd_link *l) {
 /* A conn for node n with the watchdog's settings: it never resolves a
  * name, it uses the address the topology resolved. */
 conn *wd_link_conn(wd *w, const topo_node *n) {
-    conn_config cfg = w->cfg;
+    conn_config cfg;
     conn *c;
-    cfg.host = n->host;
-    cfg.port = n->port;
-    cfg.path = n->path;
-    if (w->t->mode == TOPO_CLUSTER) cfg.db = 0;
+    topo_node_config(w->t, n, &cfg);
     c = conn_new(&cfg);
     if (c == NULL) return NULL;
     c->may_resolve = 0;
@@ -293,13 +308,9 @@ int wd_links_sync(wd *w, int64_t now) {
     for (i = 0; i < s->nnodes; i++) {
         wd_link *l = &links[i];
         if (wd_link_find(w, &s->nodes[i])) continue;
-        l->node = s->nodes[i];
-        l->node.host = s->nodes[i].host ? strdup(s->nodes[i].host) : NULL;
-        l->node.path = s->nodes[i].path ? strdup(s->nodes[i].path) : NULL;
+        if (topo_node_dup(&l->node, &s->nodes[i]) != 0) goto oom;
         l->c = wd_link_conn(w, &s->nodes[i]);
-        if ((s->nodes[i].host && !l->node.host) || (s->nodes[i].path && !l->node.path) ||
-            l->c == NULL || wd_link_reserve(l, w->nentries * 2 + 2) != 0)
-            goto oom;
+        if (l->c == NULL || wd_link_reserve(l, w->nentries * 2 + 2) != 0) goto oom;
     }
     /* then what cannot: moving the links we keep */
     for (i = 0; i < s->nnodes; i++) {
@@ -339,7 +350,7 @@ int wd_links_sync(wd *w, int64_t now) {
 oom:
     if (links) {
         for (i = 0; i < s->nnodes; i++)
-            if (links[i].c || links[i].node.host || links[i].node.path) wd_link_free(&links[i]);
+            wd_link_free(&links[i]);
         free(links);
     }
     topo_snap_put(w->t, s);

@@ -45,18 +45,38 @@ int64_t wd_retry_at(const wd_entry *e, int64_t now) {
     return now + retry < e->lease_end ? now + retry : e->lease_end;
 }
 
-/* A renewal of e got no usable answer (no reply, its link dropped, or an
- * error reply): try again soon, or report the loss once the lease is over. */
-void wd_apply_failure(wd *w, wd_entry *e, int64_t now) {
-    e->queued = 0;
-    if (e->orphaned) {
-        wd_entry_free(w, e);
-        return;
+/* How many nodes vote on a lock's renewal, and how many must agree. */
+static int wd_voters(const wd *w) {
+    return w->t->mode == TOPO_REDLOCK ? w->nlinks : 1;
+}
+
+/* A renewal that succeeded (a majority of masters, for Redlock), sent at
+ * sent_at asking for ttl_ms. */
+static void wd_renewal_ok(wd *w, wd_entry *e, int64_t sent_at, int64_t ttl_ms, int64_t now) {
+    e->failing = 0;
+    if (e->raced) {
+        /* lock:extend ran while this renewal was on the wire: Redis may have
+         * run either PEXPIRE last, so count on the earlier end (wd_renewed
+         * left it in lease_end), and renew at once with the new ttl: that
+         * renewal, sent after both answers, settles it. */
+        int64_t end = sent_at + ttl_ms - lease_drift_ms(ttl_ms);
+        if (end < e->lease_end) e->lease_end = end;
+        e->raced = 0;
+        e->next_at = now;
+        e->slack = 0;
+    } else {
+        e->lease_end = sent_at + ttl_ms - lease_drift_ms(ttl_ms);
+        e->next_at = sent_at + e->ttl_ms / 3;
+        e->slack = e->ttl_ms / 6;
     }
-    if (e->state != WD_HELD) return;
+    wd_heap_push(&w->heap, e);
+}
+
+/* A renewal that got no usable answer: try again soon, or report the loss
+ * once the lease is over. */
+static void wd_renewal_failed(wd *w, wd_entry *e, int64_t now) {
     e->failing = 1;
     e->raced = 0;
-    w->stats.failures++;
     if (now >= e->lease_end) {
         wd_mark_lost(w, e, WD_UNREACHABLE);
         return;
@@ -64,6 +84,55 @@ void wd_apply_failure(wd *w, wd_entry *e, int64_t now) {
     e->next_at = wd_retry_at(e, now);
     e->slack = 0;
     wd_heap_push(&w->heap, e);
+}
+
+/* One request of e's renewal is done: outcome 1 renewed, 0 not held, -1
+ * no usable answer (no reply, its link dropped, an error reply). With one
+ * node that decides it; with Redlock's N masters the lock is lost as soon
+ * as more than N - quorum say "not held", and renewed once all answered
+ * with a quorum renewed. */
+void wd_outcome(wd *w, wd_entry *e, int outcome, uint32_t round, int64_t sent_at, int64_t ttl_ms,
+                int64_t now) {
+    int n, quorum, ok;
+    if (e->queued > 0) e->queued--;
+    if (outcome >= 0) e->last_done = now;
+    if (e->orphaned) {
+        if (e->queued == 0) wd_entry_free(w, e);
+        return;
+    }
+    if (e->state != WD_HELD || round != e->round) return;   /* (a finished round's straggler) */
+    if (outcome > 0) e->r_ok++;
+    else if (outcome == 0) e->r_no++;
+    else {
+        e->r_fail++;
+        w->stats.failures++;
+    }
+    n = wd_voters(w);
+    quorum = n / 2 + 1;
+    if (e->r_no > n - quorum) {
+        e->r_ok = e->r_no = e->r_fail = 0;
+        e->missing = 0;
+        e->round++;
+        wd_mark_lost(w, e, WD_NOT_HELD);
+        return;
+    }
+    /* a quorum decides at once; otherwise wait for every answer (Redlock:
+     * a stalled minority must not hold the others up) */
+    if (e->queued > 0 && e->r_ok < quorum) return;
+    ok = e->r_ok;
+    e->r_ok = e->r_no = e->r_fail = 0;
+    e->round++;
+    if (ok >= quorum) {
+        wd_renewal_ok(w, e, sent_at, ttl_ms, now);
+    } else {
+        e->missing = 0;   /* no majority confirmed: take nothing back */
+        wd_renewal_failed(w, e, now);
+    }
+}
+
+/* A request of e's renewal got no usable answer. */
+void wd_apply_failure(wd *w, wd_entry *e, int64_t now) {
+    wd_outcome(w, e, -1, e->round, 0, 0, now);
 }
 
 /* The link for e's key in the watchdog's snapshot, or NULL (no node
@@ -80,29 +149,29 @@ wd_link *wd_route(wd *w, const wd_entry *e) {
 int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now) {
     wd_entry *e = req->e;
     topo_node target;
-    int redirect;
-    e->queued = 0;
-    e->last_done = now;
-    if (e->orphaned) {
-        wd_entry_free(w, e);
-        return 0;
-    }
-    if (e->state != WD_HELD) return 0;
-    if (!req->eval && script_is_noscript(r)) {
+    int redirect, outcome;
+    if (!e->orphaned && e->state == WD_HELD && !req->eval && script_is_noscript(r)) {
         /* The script cache was flushed (or this node never saw it: the
          * cache is per node): the script did not run, so EVAL runs it
          * exactly once, here. The lease still counts from the first send. */
-        if (wd_link_queue(w, l, e, 1, req->asking, req->sent_at) != 0) wd_apply_failure(w, e, now);
+        e->queued--;
+        if (wd_link_queue(w, l, e, 1, req->asking, req->sent_at, req->script) != 0) {
+            e->queued++;
+            wd_apply_failure(w, e, now);
+        }
         return 0;
     }
     memset(&target, 0, sizeof target);
-    redirect = w->t->mode == TOPO_SINGLE ? CLUSTER_NONE : cluster_redirect_of(r, &target);
-    if (redirect == CLUSTER_ASK) {
+    redirect = w->t->mode == TOPO_SINGLE || w->t->mode == TOPO_REDLOCK ? CLUSTER_NONE :
+               cluster_redirect_of(r, &target);
+    if (redirect == CLUSTER_ASK && !e->orphaned && e->state == WD_HELD) {
         /* the slot is moving: this one renewal goes to the new node */
         wd_link *to = wd_link_find(w, &target);
         topo_node_clear(&target);
-        if (to && wd_link_open(to, now) == 0 && wd_link_queue(w, to, e, 0, 1, req->sent_at) == 0)
+        e->queued--;
+        if (to && wd_link_open(to, now) == 0 && wd_link_queue(w, to, e, 0, 1, req->sent_at, NULL) == 0)
             return 0;
+        e->queued++;
         w->want_refresh = 1;
         wd_apply_failure(w, e, now);
         return 0;
@@ -113,32 +182,19 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
          * topology and renew on the right node */
         w->want_refresh = 1;
     }
+    /* extend answers 1 (renewed) or 0; redlock_renew 1, 2 (the key is
+     * gone: "not held" here, taken back next time if this round keeps a
+     * majority) or 0; redlock_claim 1, 3 (taken back) or 0 */
     if (r->type != REDIS_REPLY_INTEGER) {
-        wd_apply_failure(w, e, now);   /* a redis error: retried like an outage */
-        return redirect == CLUSTER_READONLY;
-    }
-    if (r->integer != 1) {
-        wd_mark_lost(w, e, WD_NOT_HELD);
-        return 0;
-    }
-    e->failing = 0;
-    if (e->raced) {
-        /* lock:extend ran while this renewal was on the wire: Redis may have
-         * run either PEXPIRE last, so count on the earlier end (wd_renewed
-         * left it in lease_end), and renew at once with the new ttl: that
-         * renewal, sent after both answers, settles it. */
-        int64_t end = req->sent_at + req->ttl_ms - lease_drift_ms(req->ttl_ms);
-        if (end < e->lease_end) e->lease_end = end;
-        e->raced = 0;
-        e->next_at = now;
-        e->slack = 0;
+        outcome = -1;
+    } else if (r->integer == 2 && w->t->mode == TOPO_REDLOCK) {
+        outcome = 0;
+        e->missing |= (uint64_t)1 << ((l - w->links) & 63);
     } else {
-        e->lease_end = req->sent_at + req->ttl_ms - lease_drift_ms(req->ttl_ms);
-        e->next_at = req->sent_at + e->ttl_ms / 3;
-        e->slack = e->ttl_ms / 6;
+        outcome = r->integer >= 1 ? 1 : 0;
     }
-    wd_heap_push(&w->heap, e);
-    return 0;
+    wd_outcome(w, e, outcome, req->round, req->sent_at, req->ttl_ms, now);
+    return redirect == CLUSTER_READONLY && outcome < 0;
 }
 
 /* Queues the renewals due now (and those due within their slack, so locks
@@ -160,18 +216,35 @@ void wd_collect(wd *w, int64_t now) {
             wd_mark_lost(w, e, WD_MAX_HOLD);
             continue;
         }
+        if (w->t->mode == TOPO_REDLOCK) {
+            /* Redlock: on every master at once; unreachable ones answer
+             * "no usable answer" right away */
+            int i, failed = 0;
+            e->r_ok = e->r_no = e->r_fail = 0;
+            for (i = 0; i < w->nlinks; i++) {
+                l = &w->links[i];
+                if (wd_link_open(l, now) != 0 || wd_link_queue(w, l, e, 0, 0, now, NULL) != 0) failed++;
+            }
+            e->queued += failed;   /* so the round ends with their answers */
+            while (failed-- > 0) wd_apply_failure(w, e, now);
+            n++;
+            continue;
+        }
         l = wd_route(w, e);
         if (l == NULL) {
             w->want_refresh = 1;
+            e->queued++;
             wd_apply_failure(w, e, now);
             continue;
         }
         if (wd_link_open(l, now) != 0) {
             if (w->t->mode != TOPO_SINGLE) w->want_refresh = 1;
+            e->queued++;
             wd_apply_failure(w, e, now);
             continue;
         }
-        if (wd_link_queue(w, l, e, 0, 0, now) != 0) {
+        if (wd_link_queue(w, l, e, 0, 0, now, NULL) != 0) {
+            e->queued++;
             wd_apply_failure(w, e, now);
             continue;
         }

@@ -41,7 +41,7 @@ local CONNECT_OPTIONS = {
   password = true, db = true, connect_timeout = true, timeout = true,
   prefix = true, transport = true, strict = true, fence_ttl = true,
   sentinels = true, master = true, sentinel_username = true, sentinel_password = true,
-  cluster = true,
+  cluster = true, redlock = true,
 }
 
 -- How a client talks to Redis: each returns a channel (redislock.channel).
@@ -50,8 +50,9 @@ local TRANSPORTS = {
   cosocket = function(cfg) return require("redislock.cosocket").open(cfg) end,
 }
 local ENDPOINT_FIELDS = {
-  "host", "port", "path", "username", "password", "db", "sentinels", "master", "cluster",
+  "host", "port", "path", "username", "password", "db", "sentinels", "master", "cluster", "redlock",
 }
+local MASTER_FIELDS = { host = true, port = true, path = true, username = true, password = true, db = true }
 
 -- A list of "host:port" strings (sentinels, cluster seeds), checked.
 local function check_hosts(argname, list)
@@ -145,6 +146,52 @@ local function endpoint(opts)
   return cfg
 end
 
+-- Redlock: each master a URL (redis:// or unix://) or a table of the
+-- endpoint fields; the client is lua/redislock/redlock.lua's.
+local function redlock_connect(opts, settings, cfg)
+  check_type("connect", "redlock", opts.redlock, "table")
+  if #opts.redlock == 0 then argerror("connect", "redlock", "at least one master expected") end
+  if opts.transport ~= nil and opts.transport ~= "native" then
+    argerror("connect", "transport", "Redlock runs on the native transport only")
+  end
+  local masters = {}
+  for i, m in ipairs(opts.redlock) do
+    local where = "redlock[" .. i .. "]"
+    if type(m) == "string" then
+      local ok, parsed = pcall(url.parse, m)
+      if not ok then argerror("connect", where, (tostring(parsed):gsub("^redislock: ", ""))) end
+      if parsed.sentinels or parsed.cluster then argerror("connect", where, "a single master's url expected") end
+      m = parsed
+    elseif type(m) == "table" then
+      for k in pairs(m) do
+        if not MASTER_FIELDS[k] then argerror("connect", where, "unknown field '" .. tostring(k) .. "'") end
+      end
+    else
+      argerror("connect", where, "url or table expected, got " .. type(m))
+    end
+    checks.check_string("connect", where .. ".host", m.host, true)
+    checks.check_string("connect", where .. ".path", m.path, true)
+    if m.port ~= nil then checks.check_integer("connect", where .. ".port", m.port, 1, 65535) end
+    if m.db ~= nil then checks.check_integer("connect", where .. ".db", m.db, 0, 2 ^ 20) end
+    check_type("connect", where .. ".username", m.username, "string", true)
+    check_type("connect", where .. ".password", m.password, "string", true)
+    if m.username and not m.password then
+      argerror("connect", where .. ".username", "a password is required with a user name")
+    end
+    masters[i] = m
+  end
+  local client, err, kind = require("redislock.redlock").connect(masters, settings, cfg)
+  if not client then return nil, err, kind end
+  local warnings
+  warnings, err = eviction_check(client._conn, opts.strict)
+  if not warnings then
+    client:close()
+    return nil, err, "unsafe"
+  end
+  client._warnings = warnings
+  return client
+end
+
 --- Opens a client with one connection to Redis.
 -- syntax: client, err = redislock.connect{url=, host=, port=, path=, username=,
 --           password=, db=, connect_timeout=2, timeout=2, prefix="",
@@ -165,6 +212,10 @@ function _M.connect(opts)
     argerror("connect", "transport", "'native' or 'cosocket' expected, got " .. tostring(opts.transport))
   end
 
+  local settings = { prefix = prefix, fence_ttl = fence_ttl }
+  if opts.redlock ~= nil then
+    return redlock_connect(opts, settings, cfg)
+  end
   local ch, err, kind = open(cfg)
   if not ch then return nil, err, kind end
   channel.check(ch)
@@ -174,7 +225,8 @@ function _M.connect(opts)
     ch:close()
     return nil, err, "unsafe"
   end
-  return clientmod.new(ch, { prefix = prefix, fence_ttl = fence_ttl, warnings = warnings })
+  settings.warnings = warnings
+  return clientmod.new(ch, settings)
 end
 
 return _M

@@ -20,4 +20,21 @@ describe("torture (short)", function()
     for kind in out:gmatch("fault: (%S+)%s+0\n") do error("fault never injected: " .. kind) end
     assert.matches("torture: PASS", out)
   end)
+
+  it("over Sentinel, with failovers: no overlap outside a failover, no lost or stale fenced write", function()
+    local seed = os.getenv("REDISLOCK_TORTURE_SEED") or tostring(os.time())
+    -- failovers wait for Sentinel to demote the old master (about 10 s):
+    -- 60 s fit every kind once
+    local p = helpers.spawn(helpers.lua_cmd("test/torture/run.lua", "--duration", 60, "--procs", 6,
+      "--interval", 1.5, "--seed", seed, "--sentinel", 1))
+    local code = p:wait(180)
+    local out = p:stdout()
+    print("\n" .. out:gsub("\n", "\n# "))
+    assert.equal(0, code, out .. p:stderr())
+    assert.matches("overlaps %(a single healthy Redis: must be 0%)%s+0\n", out)
+    assert.matches("fenced: lost updates %(must be 0%)%s+0\n", out)
+    assert.matches("fenced: stale writes accepted %(must be 0%)%s+0\n", out)
+    assert.matches("fault: failover%s+[1-9]", out)
+    assert.matches("torture: PASS", out)
+  end)
 end)

@@ -1,0 +1,219 @@
+/*
+ * fanout.c: one request on every node at once, polled (see fanout.h).
+ */
+#define _GNU_SOURCE
+#include "fanout.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "deadline.h"
+#include "monotime.h"
+
+enum { FO_IDLE = 0, FO_CONNECTING, FO_SENT };
+
+typedef struct fanout_node {
+    conn *c;
+    int state;
+    int eval;                   /* sent as EVAL after a NOSCRIPT */
+    int retried;                /* sent again once on a new connection */
+} fanout_node;
+
+static int fanout_append(conn *c, const script_def *s, int eval, int nargs,
+                         const char **args, const size_t *lens) {
+    const char *argv[SCRIPT_MAX_ARGS + 3];
+    size_t alens[SCRIPT_MAX_ARGS + 3];
+    char nkeys[16];
+    int i;
+    argv[0] = eval ? "EVAL" : "EVALSHA";
+    alens[0] = eval ? 4 : 7;
+    argv[1] = eval ? s->source : s->sha;
+    alens[1] = eval ? s->len : 40;
+    alens[2] = (size_t)snprintf(nkeys, sizeof nkeys, "%d", s->nkeys);
+    argv[2] = nkeys;
+    for (i = 0; i < nargs; i++) {
+        argv[3 + i] = args[i];
+        alens[3 + i] = lens[i];
+    }
+    return conn_append(c, nargs + 3, argv, alens);
+}
+
+static void fanout_fail(fanout_result *res, const conn *c) {
+    res->done = 1;
+    res->err = c->err ? c->err : CONN_ELOST;
+    snprintf(res->errstr, sizeof res->errstr, "%s", c->errstr[0] ? c->errstr : "connection lost");
+}
+
+/* One node's next step after poll said revents. 1 when it just finished. */
+static int fanout_step(fanout_node *f, fanout_result *res, short revents, const script_def *s,
+                       int nargs, const char **args, const size_t *lens) {
+    conn *c = f->c;
+    if (f->state == FO_CONNECTING) {
+        if (!(revents & (POLLOUT | POLLERR | POLLHUP))) return 0;
+        if (conn_connect_done(c) != 0) {
+            fanout_fail(res, c);
+            return 1;
+        }
+        f->state = FO_SENT;
+    }
+    if (conn_flush_some(c) < 0) {
+        fanout_fail(res, c);
+        return 1;
+    }
+    if (revents & (POLLIN | POLLERR | POLLHUP)) {
+        int k;
+        while ((k = conn_fill(c)) == 1) {}
+        if (k < 0) {
+            fanout_fail(res, c);
+            return 1;
+        }
+    }
+    for (;;) {
+        redisReply *r = NULL;
+        int k = conn_reply(c, &r);
+        if (k < 0) {
+            fanout_fail(res, c);
+            return 1;
+        }
+        if (k == 0) return 0;
+        if (!f->eval && script_is_noscript(r)) {
+            freeReplyObject(r);
+            f->eval = 1;
+            if (fanout_append(c, s, 1, nargs, args, lens) != 0 || conn_flush_some(c) < 0) {
+                fanout_fail(res, c);
+                return 1;
+            }
+            continue;
+        }
+        res->reply = r;
+        res->done = 1;
+        return 1;
+    }
+}
+
+/* Connects the node if needed (without waiting) and queues the request.
+ * 0, or -1 with res filled (failed). */
+static int fanout_send(fanout_node *f, fanout_result *res, const script_def *s, int nargs,
+                       const char **args, const size_t *lens) {
+    conn *c = f->c;
+    if (c->fd >= 0 && c->pid != getpid()) conn_drop(c);
+    if (c->fd < 0) {
+        int started = conn_start(c);
+        if (started < 0) {
+            fanout_fail(res, c);
+            return -1;
+        }
+        f->state = started ? FO_CONNECTING : FO_SENT;
+    } else {
+        f->state = c->connecting ? FO_CONNECTING : FO_SENT;
+    }
+    f->eval = 0;
+    if (fanout_append(c, s, 0, nargs, args, lens) != 0 ||
+        (f->state == FO_SENT && conn_flush_some(c) < 0)) {
+        fanout_fail(res, c);
+        return -1;
+    }
+    return 0;
+}
+
+int fanout_script(router *r, const script_def *s, int nargs, const char **args, const size_t *lens,
+                  int64_t deadline, fanout_enough enough, void *ud, fanout_result *out) {
+    fanout_node *nodes;
+    struct pollfd *pfd;
+    int n, i, answered = 0, pending = 0;
+    if (router_sync(r) != 0) return -1;
+    n = r->nconns;
+    nodes = calloc((size_t)(n ? n : 1), sizeof *nodes);
+    pfd = calloc((size_t)(n ? n : 1), sizeof *pfd);
+    memset(out, 0, (size_t)n * sizeof *out);
+    if (nodes == NULL || pfd == NULL) {
+        free(nodes);
+        free(pfd);
+        return -1;
+    }
+    /* everything goes out before anything is waited for */
+    for (i = 0; i < n; i++) {
+        conn *c = router_conn(r, i);
+        nodes[i].c = c;
+        if (c == NULL) {
+            out[i].done = 1;
+            out[i].err = CONN_ENOMEM;
+            snprintf(out[i].errstr, sizeof out[i].errstr, "out of memory");
+            continue;
+        }
+        if (fanout_send(&nodes[i], &out[i], s, nargs, args, lens) == 0) pending++;
+    }
+    while (pending > 0 && !(enough && enough(out, n, ud))) {
+        int np = 0, rc;
+        int map[256];
+        for (i = 0; i < n && np < 256; i++) {
+            conn *c = nodes[i].c;
+            if (out[i].done) continue;
+            pfd[np].fd = c->fd;
+            pfd[np].events = nodes[i].state == FO_CONNECTING ? POLLOUT :
+                (short)(POLLIN | (c->out_off < c->out.len ? POLLOUT : 0));
+            pfd[np].revents = 0;
+            map[np++] = i;
+        }
+        rc = poll(pfd, (nfds_t)np, deadline_poll_ms(deadline));
+        if (rc < 0 && errno != EINTR) break;
+        for (i = 0; i < np; i++) {
+            int k = map[i];
+            if (pfd[i].revents == 0) continue;
+            if (fanout_step(&nodes[k], &out[k], pfd[i].revents, s, nargs, args, lens)) {
+                /* A connection found dead (the master restarted since we
+                 * last used it) before any answer: once, on a new one. The
+                 * scripts sent this way are idempotent for their token. */
+                if (!out[k].reply && (out[k].err == CONN_ELOST || out[k].err == CONN_ECONNECT) &&
+                    !nodes[k].retried &&
+                    nodes[k].c->skip == 0 && !deadline_passed(deadline)) {
+                    nodes[k].retried = 1;
+                    memset(&out[k], 0, sizeof out[k]);
+                    if (fanout_send(&nodes[k], &out[k], s, nargs, args, lens) == 0) continue;
+                }
+                pending--;
+                if (out[k].reply) answered++;
+            }
+        }
+        if (deadline_passed(deadline)) break;
+    }
+    /* The ones that did not answer. Their connection stays, so that what
+     * is sent next on it (a release) runs after this request on that
+     * master, and their late answer is dropped; unless it has not answered
+     * anything for longer than the client's timeout: then it is closed (a
+     * stalled master runs what was written, in order, when it resumes). */
+    {
+        int64_t now = monotime_us();
+        int64_t stale = (int64_t)(r->timeout_ms > 0 ? r->timeout_ms : 2000) * 1000;
+        for (i = 0; i < n; i++) {
+            conn *c = nodes[i].c;
+            if (out[i].done || c == NULL) continue;
+            if (c->skip == 0) c->skip_since = now;
+            c->skip++;
+            out[i].done = 1;
+            out[i].err = CONN_ETIMEOUT;
+            if (now - c->skip_since >= stale) {
+                conn_fail_with(c, CONN_ETIMEOUT, "lost");
+                snprintf(out[i].errstr, sizeof out[i].errstr, "%s", c->errstr);
+            } else {
+                snprintf(out[i].errstr, sizeof out[i].errstr, "no answer in time");
+            }
+        }
+    }
+    free(nodes);
+    free(pfd);
+    return answered;
+}
+
+void fanout_free(fanout_result *out, int n) {
+    int i;
+    for (i = 0; i < n; i++)
+        if (out[i].reply) {
+            freeReplyObject(out[i].reply);
+            out[i].reply = NULL;
+        }
+}

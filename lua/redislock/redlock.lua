@@ -1,0 +1,324 @@
+--- redislock.redlock: one lock over N independent masters (Redlock).
+--
+-- redislock.connect{ redlock = { url1, url2, url3, ... } } gives a client
+-- with the usual surface (acquire, with_lock, poll, fd, stats, close; locks
+-- with held, extend, release, lease_end, on_lost) whose lock lives on every
+-- master and counts as held while a majority (N/2 + 1) holds it:
+--
+-- acquire   one token for all masters; SET NX PX sent to all of them at
+--           once (one polled fan-out in C, csrc/fanout.c, under one
+--           deadline); granted iff a majority granted it AND the validity
+--           ttl - elapsed - drift is still positive (drift: csrc/lease.h,
+--           the one definition). Each master gets master_timeout(ttl):
+--           ttl/20, at least 10 ms, at most the client's timeout. On
+--           failure it releases on every master, including those that did
+--           not answer (the release is queued behind the attempt on the
+--           same connection, so it runs after it on that master), and also
+--           when the caller's code raised in between: no residue.
+-- waiting   retries with backoff and full jitter, never past `wait`. No
+--           wake-on-release: a release reaches the masters at different
+--           times, and a waiter woken by one master cannot tell whether a
+--           majority is free; a BLPOP per master would cost N connections
+--           per waiter for a hint.
+-- extend    needs a majority within the validity; a partial extend is
+--           reported ("extend: only K of N masters"), never quietly
+--           half-done.
+-- watchdog  renews on all N masters in one polled fan-out (the C thread):
+--           held while a majority renewed within the lease; lost as soon as
+--           more than N - quorum answer "not held", or at the lease end
+--           without a majority. A master that lost the key while a
+--           majority still holds it takes it back in the same renewal
+--           (lua/redislock/scripts/redlock_renew.lua says why that is safe).
+-- release   on all masters; "not held" only if no master still had our
+--           token (and every master answered).
+-- fence     nil: per-master counters give no order across masters (a
+--           majority of grants says nothing about which master's counter
+--           is highest), and no sound rule is known without a consensus
+--           system. Use a single Redis (or Sentinel/Cluster) for fencing.
+--
+-- What it does not promise (Kleppmann's critique, antirez's reply): safety
+-- rests on bounded clock drift and bounded pauses; a master that restarts
+-- without persistence forgets its locks, so restart masters only after the
+-- longest ttl in use (or persist with fsync); a process paused past its
+-- lease cannot tell, and there is no fence to save the resource then.
+
+local core = require "redislock.core"
+local checks = require "redislock.checks"
+local backoff = require "redislock.backoff"
+local lockmod = require "redislock.lock"
+local clientmod = require "redislock.client"
+checks.own(debug.getinfo(1, "S").source)
+
+local monotime = core.monotime
+local ttl_ms = lockmod.ttl_ms
+
+local _M = {}
+
+local Client = clientmod.Client
+local RedlockClient = setmetatable({}, { __index = Client })
+RedlockClient.__index = RedlockClient
+RedlockClient.__close = Client.__close
+RedlockClient.__tostring = Client.__tostring
+_M.Client = RedlockClient
+
+local Lock = lockmod.Lock
+local RedlockLock = setmetatable({}, { __index = Lock })
+RedlockLock.__index = RedlockLock
+RedlockLock.__close = Lock.__close
+RedlockLock.__tostring = Lock.__tostring
+
+local DEFAULT_TTL = 30
+local MIN_MASTER_TIMEOUT = 0.01
+
+local OPTIONS = { ttl = true, wait = true, watchdog = true, on_lost = true, max_hold = true }
+
+--- How long each master gets for one attempt: a twentieth of the ttl (a
+-- slow master then costs at most 5% of the lease), at least 10 ms, at
+-- most the client's timeout.
+function RedlockClient:master_timeout(ttl)
+  return math.min(self._master_cap, math.max(ttl / 20, MIN_MASTER_TIMEOUT))
+end
+
+-- Counts the masters whose answer is 1 (or {1, ...}), and the ones that
+-- answered at all.
+local function tally(results)
+  local yes, answered = 0, 0
+  for _, r in ipairs(results) do
+    if r.ok ~= nil then
+      answered = answered + 1
+      local v = type(r.ok) == "table" and r.ok[1] or r.ok
+      if v == 1 or v == 2 then yes = yes + 1 end
+    end
+  end
+  return yes, answered
+end
+
+local function first_error(results)
+  for _, r in ipairs(results) do
+    if r.err then return r.err, r.kind end
+  end
+end
+
+--- Deletes key on every master where it still holds token. Returns how
+-- many masters had it, and whether every master answered.
+function RedlockClient:_release_all(key, token, ttl)
+  local results = self._conn._main:fanout(self:master_timeout(ttl or DEFAULT_TTL), 0, "redlock_release",
+    key, token)
+  local had, answered = tally(results)
+  return had, answered == #results, results
+end
+
+-- One attempt at t0: the lock's lease end, or nil, err, holder_ms.
+function RedlockClient:_attempt(key, token, ttl)
+  local t0 = monotime()
+  local results = self._conn._main:fanout(self:master_timeout(ttl), self._quorum, "redlock_acquire",
+    key, token, ttl_ms(ttl))
+  local granted = tally(results)
+  local expires = lockmod.lease_end(t0, ttl)
+  if granted >= self._quorum and monotime() < expires then return expires end
+  -- not ours: leave nothing behind on any master
+  self:_release_all(key, token, ttl)
+  if granted >= self._quorum then
+    return nil, "connection too slow: the majority came after the lease ended"
+  end
+  local busy, holder_ms = 0, nil
+  for _, r in ipairs(results) do
+    if type(r.ok) == "table" and r.ok[1] == 0 then
+      busy = busy + 1
+      if r.ok[2] and r.ok[2] > 0 then holder_ms = math.min(holder_ms or math.huge, r.ok[2]) end
+    end
+  end
+  if busy > #results - self._quorum then return nil, "busy", holder_ms end
+  local err = first_error(results)
+  return nil, err or "busy", holder_ms
+end
+
+function RedlockClient:_acquire(fname, name, opts)
+  checks.check_name(fname, name)
+  opts = checks.check_options(fname, opts, OPTIONS)
+  local ttl = opts.ttl == nil and DEFAULT_TTL or opts.ttl
+  lockmod.check_ttl(fname, ttl)
+  local wait = opts.wait == nil and 0 or opts.wait
+  checks.check_number(fname, "wait", wait, 0, lockmod.MAX_TTL, true)
+  checks.check_type(fname, "watchdog", opts.watchdog, "boolean", true)
+  checks.check_callable(fname, "on_lost", opts.on_lost, true)
+  local max_hold = opts.max_hold
+  if max_hold ~= nil then checks.check_number(fname, "max_hold", max_hold, lockmod.MIN_TTL, lockmod.MAX_TTL) end
+  self:_open()
+  self:poll()
+  local keys = self._keys_of(name)
+  local token = assert(core.token())
+  local deadline = monotime() + wait
+  -- Whatever happens in here, an error included, no master keeps our token
+  -- unless a lock is returned.
+  local ok, lock, err = pcall(function()
+    local attempt = 0
+    while true do
+      local expires, aerr, holder_ms = self:_attempt(keys.lock, token, ttl)
+      if expires then
+        local l = setmetatable(lockmod.new(self, name, keys, token, nil, ttl, expires, opts.on_lost), RedlockLock)
+        if opts.watchdog ~= false then
+          local watch, werr = self._conn:watch(keys.lock, token, ttl, expires, max_hold and monotime() + max_hold)
+          if not watch then
+            self:_release_all(keys.lock, token, ttl)
+            return nil, "watchdog failed: " .. werr
+          end
+          l._watch = watch
+          self._locks[watch:id()] = l
+        end
+        return l
+      end
+      if wait == 0 then return nil, aerr end
+      local now = monotime()
+      if now >= deadline then return nil, aerr == "busy" and "timeout" or aerr end
+      attempt = attempt + 1
+      local limit = deadline - now
+      if holder_ms then limit = math.min(limit, holder_ms / 1000) end
+      self._conn:sleep(math.max(0, math.min(backoff.delay(attempt), limit)))
+    end
+  end)
+  if not ok then
+    pcall(self._release_all, self, keys.lock, token, ttl)
+    error(lock, 0)
+  end
+  return lock, err
+end
+
+function RedlockClient:acquire(name, opts)
+  return self:_acquire("acquire", name, opts)
+end
+
+local function unsupported(what)
+  return function() checks.raise(what .. " is not offered by a Redlock client (no fences across masters)") end
+end
+RedlockClient.fenced_set = unsupported("fenced_set")
+RedlockClient.fenced_get = unsupported("fenced_get")
+
+--- What each master says about `name`: held when a majority has the same
+-- token. { held =, ttl = (the shortest among those), token =, masters =
+-- { {token =, ttl =} or {err =}, ... } }
+function RedlockClient:inspect(name)
+  checks.check_name("inspect", name)
+  self:_open()
+  local key = self._keys_of(name).lock
+  local results = self._conn._main:fanout(self:master_timeout(DEFAULT_TTL), 0, "redlock_inspect", key)
+  local counts, masters, best = {}, {}, nil
+  for i, r in ipairs(results) do
+    if r.ok then
+      local token, pttl = r.ok[1] or nil, r.ok[2]
+      masters[i] = { token = token, ttl = pttl and pttl > 0 and pttl / 1000 or nil }
+      if token then
+        counts[token] = (counts[token] or 0) + 1
+        if not best or counts[token] > counts[best] then best = token end
+      end
+    else
+      masters[i] = { err = r.err }
+    end
+  end
+  local held = best ~= nil and counts[best] >= self._quorum
+  local ttl
+  if held then
+    for _, m in ipairs(masters) do
+      if m.token == best and m.ttl then ttl = math.min(ttl or math.huge, m.ttl) end
+    end
+  end
+  return { held = held, ttl = ttl, token = held and best or nil, fence = 0, masters = masters }
+end
+
+function RedlockClient:release_token(name, token)
+  checks.check_name("release_token", name)
+  checks.check_string("release_token", "token", token)
+  self:_open()
+  local had, all, results = self:_release_all(self._keys_of(name).lock, token)
+  if had > 0 then return true end
+  if not all then return nil, first_error(results) end
+  return nil, "not held"
+end
+
+function RedlockClient:break_lock(name)
+  checks.check_name("break_lock", name)
+  local info, err = self:inspect(name)
+  if not info then return nil, err end
+  if not info.held then return nil, "not held" end
+  return self:release_token(name, info.token)
+end
+
+--- lock:extend(ttl): a majority within the validity, or reported.
+function RedlockLock:extend(ttl)
+  if ttl == nil then ttl = self.ttl end
+  lockmod.check_ttl("extend", ttl)
+  local client = self._client
+  client:_open()
+  client:poll()
+  if self._state ~= "held" or self._pid ~= core.getpid() then return nil, "not held" end
+  local t0 = monotime()
+  local results = client._conn._main:fanout(client:master_timeout(ttl), client._quorum, "extend",
+    self._keys.lock, self.token, ttl_ms(ttl))
+  local yes, answered = tally(results)
+  local expires = lockmod.lease_end(t0, ttl)
+  if yes >= client._quorum and monotime() < expires then
+    self.ttl = ttl
+    self._expires = expires
+    if self._watch then self._watch:renewed(ttl, expires, t0) end
+    return true
+  end
+  if answered - yes > #results - client._quorum then
+    self:_lose("not held")
+    return nil, "not held"
+  end
+  return nil, string.format("extend: only %d of %d masters (a majority is %d)", yes, #results, client._quorum)
+end
+
+--- lock:release(): on every master.
+function RedlockLock:release()
+  local client = self._client
+  client:_open()
+  client:poll()
+  if self._state == "released" then return nil, "not held" end
+  if self._pid ~= core.getpid() then return nil, "not held" end
+  if self._watch then
+    self._watch:unwatch()
+    self._watch = nil
+  end
+  local had, all, results = client:_release_all(self._keys.lock, self.token, self.ttl)
+  if had == 0 and not all then
+    self:_lose("unreachable")
+    return nil, first_error(results)
+  end
+  self._state = "released"
+  self._expires = math.min(self._expires, monotime())
+  if had == 0 then
+    self.lost_reason = self.lost_reason or "not held"
+    return nil, "not held"
+  end
+  return true
+end
+
+--- The client for `masters` (connect fields, one table per master).
+function _M.connect(masters, settings, cfg)
+  local nodes = {}
+  for i, m in ipairs(masters) do
+    nodes[i] = { host = m.host, port = m.port, path = m.path, username = m.username,
+      password = m.password, db = m.db }
+  end
+  local native = require "redislock.native"
+  local ch, err, kind = native.open({ mode = "redlock", nodes = nodes,
+    connect_timeout = cfg.connect_timeout, timeout = cfg.timeout })
+  if not ch then return nil, err, kind end
+  local quorum = math.floor(#nodes / 2) + 1
+  local client = setmetatable(clientmod.new(ch, settings), RedlockClient)
+  client._quorum = quorum
+  client._master_cap = cfg.timeout and cfg.timeout > 0 and cfg.timeout or 2
+  -- a majority must answer now, as connect checks the server elsewhere
+  local results = ch._main:fanout(math.min(cfg.connect_timeout or 2, client._master_cap), quorum, "redlock_ping")
+  local up = tally(results)
+  if up < quorum then
+    ch:close()
+    local why = first_error(results) or "?"
+    return nil, string.format("connection failed: %d of %d Redlock masters answered, a majority is %d (%s)",
+      up, #nodes, quorum, why), "connection"
+  end
+  return client
+end
+
+return _M

@@ -1,0 +1,228 @@
+-- Redlock: one lock over independent masters, against real redis-server
+-- processes on loopback: granted iff a majority is free and the validity is
+-- still positive, no residue after a failure, a minority of stopped or slow
+-- masters costs at most the per-master timeout, the watchdog keeps a
+-- majority and reports its loss.
+local helpers = require "spec.helpers"
+local redislock = require "redislock"
+local core = require "redislock.core"
+
+local function servers(n)
+  local list, urls = {}, {}
+  for i = 1, n do
+    list[i] = helpers.start_redis()
+    urls[i] = list[i].url
+  end
+  return list, urls
+end
+
+local function stop_all(list)
+  for _, s in ipairs(list) do
+    s:kill("CONT")
+    s:stop()
+  end
+end
+
+local function value(srv, key)
+  local v = srv:cli_raw("GET", key)
+  return v ~= "" and v or nil
+end
+
+describe("redlock", function()
+  local fresh = helpers.names("rl")
+
+  it("connects when a majority answers, and says clearly when not", function()
+    local list, urls = servers(3)
+    local c = assert(redislock.connect { redlock = urls })
+    assert.matches("^redislock.client %(redlock", tostring(c))
+    local l = assert(c:acquire(fresh(), { ttl = 2 }))
+    assert.is_nil(l.fence)
+    assert.is_false(pcall(c.fenced_set, c, "r", "v", 1))
+    assert.is_true(l:release())
+    c:close()
+    -- tables of fields work as well as urls
+    local t = assert(redislock.connect { redlock = { { port = list[1].port }, urls[2], { host = "127.0.0.1",
+      port = list[3].port } } })
+    t:close()
+    list[2]:kill("STOP")
+    list[3]:kill("STOP")
+    local none, err = redislock.connect { redlock = urls, timeout = 0.3, connect_timeout = 0.3 }
+    assert.is_nil(none)
+    assert.matches("^connection failed: 1 of 3 Redlock masters answered, a majority is 2", err)
+    local ok, perr = pcall(redislock.connect, { redlock = { urls[1], 42 } })
+    assert.is_false(ok)
+    assert.matches("bad argument 'redlock%[2%]'", perr)
+    stop_all(list)
+  end)
+
+  for _, n in ipairs({ 3, 5 }) do
+    it("with " .. n .. " masters, every subset held by a foreign value: granted iff the free ones are a majority",
+      function()
+        local list, urls = servers(n)
+        local c = assert(redislock.connect { redlock = urls })
+        local quorum = math.floor(n / 2) + 1
+        for mask = 0, 2 ^ n - 1 do
+          local name = fresh()
+          local key = "{" .. name .. "}"
+          local taken = 0
+          for i = 1, n do
+            if math.floor(mask / 2 ^ (i - 1)) % 2 == 1 then
+              assert.equal("OK", (list[i]:cli_raw("SET", key, "foreign", "PX", 10000)))
+              taken = taken + 1
+            end
+          end
+          local l, err = c:acquire(name, { ttl = 2, watchdog = false })
+          if n - taken >= quorum then
+            assert(l, "mask " .. mask .. ": " .. tostring(err))
+            local ours = 0
+            for i = 1, n do
+              local v = value(list[i], key)
+              -- (nil: a master past the majority, whose answer was not waited for)
+              assert.is_true(v == l.token or v == "foreign" or v == nil, "mask " .. mask)
+              if v == l.token then ours = ours + 1 end
+            end
+            assert.is_true(ours >= quorum)
+            assert.is_true(l:release())
+          else
+            assert.is_nil(l, "mask " .. mask)
+            assert.equal("busy", err)
+          end
+          -- no residue: only the foreign values are left
+          for i = 1, n do
+            local v = value(list[i], key)
+            assert.is_true(v == nil or v == "foreign", "mask " .. mask .. " master " .. i .. ": " .. tostring(v))
+          end
+        end
+        c:close()
+        stop_all(list)
+      end)
+  end
+
+  it("2 of 5 masters stopped: everything works, the stopped ones cost at most the per-master timeout", function()
+    local list, urls = servers(5)
+    local c = assert(redislock.connect { redlock = urls })
+    local ttl = 2
+    local per_master = c:master_timeout(ttl)
+    assert.equal(0.1, per_master)                        -- ttl / 20
+    list[4]:kill("STOP")
+    list[5]:kill("STOP")
+    local t0 = helpers.monotime()
+    local l = assert(c:acquire(fresh(), { ttl = ttl }))
+    local took = helpers.monotime() - t0
+    assert.is_true(took < per_master, string.format("acquire took %.3f s", took))
+    t0 = helpers.monotime()
+    assert.is_true(l:extend(ttl))
+    assert.is_true(helpers.monotime() - t0 < per_master)
+    helpers.sleep(ttl * 1.5)                              -- only renewals keep it
+    assert.is_true(l:held())
+    t0 = helpers.monotime()
+    assert.is_true(l:release())                           -- waits for the stopped ones, bounded
+    took = helpers.monotime() - t0
+    assert.is_true(took >= per_master * 0.9 and took < per_master + 0.15, string.format("release took %.3f s", took))
+    -- 3 of 5 stopped: every call fails cleanly within its deadline
+    local kept = assert(c:acquire(fresh(), { ttl = ttl }))
+    list[3]:kill("STOP")
+    t0 = helpers.monotime()
+    local none, err = c:acquire(fresh(), { ttl = ttl })
+    assert.is_nil(none)
+    assert.is_truthy(err)
+    assert.is_true(helpers.monotime() - t0 < per_master + 0.15)
+    t0 = helpers.monotime()
+    local ok, xerr = kept:extend(ttl)
+    assert.is_nil(ok)
+    assert.equal("extend: only 2 of 5 masters (a majority is 3)", xerr)
+    assert.is_true(helpers.monotime() - t0 < per_master + 0.15)
+    t0 = helpers.monotime()
+    kept:release()
+    assert.is_true(helpers.monotime() - t0 < per_master + 0.15)
+    c:close()
+    stop_all(list)
+  end)
+
+  it("a slow majority shrinks the validity as predicted, and a too slow one leaves no residue", function()
+    local list, urls = servers(3)
+    local p2, p3 = helpers.start_proxy(list[2].port), helpers.start_proxy(list[3].port)
+    urls[2] = "redis://127.0.0.1:" .. p2.port
+    urls[3] = "redis://127.0.0.1:" .. p3.port
+    local c = assert(redislock.connect { redlock = urls })
+    local ttl = 4                                          -- per master: 0.2 s
+    p2:command("delay", "all", "down", 80)
+    p3:command("delay", "all", "down", 80)
+    local t0 = helpers.monotime()
+    local l = assert(c:acquire(fresh(), { ttl = ttl, watchdog = false }))
+    local t1 = helpers.monotime()
+    -- a majority needs one slow master: the grant took about 80 ms, and the
+    -- validity left is ttl - elapsed - drift (the lease counts from the send)
+    assert.is_true(t1 - t0 >= 0.08 and t1 - t0 < 0.2, string.format("took %.3f s", t1 - t0))
+    local validity = l:lease_end() - t1
+    local predicted = ttl - (t1 - t0) - core.drift(ttl)
+    assert.is_true(math.abs(validity - predicted) < 0.01,
+      string.format("validity %.3f s, predicted %.3f", validity, predicted))
+    assert.is_true(validity < ttl - 0.08 - core.drift(ttl) + 0.005)
+    assert.is_true(l:release())
+    -- slower than the per-master timeout: not granted, and once the late
+    -- requests have run, no master holds the token (the release ran after
+    -- the attempt on each connection)
+    p2:command("delay", "all", "down", 300)
+    p3:command("delay", "all", "down", 300)
+    p2:command("delay", "all", "up", 300)
+    p3:command("delay", "all", "up", 300)
+    local name = fresh()
+    local none = c:acquire(name, { ttl = ttl })
+    assert.is_nil(none)
+    helpers.sleep(1)
+    for i = 1, 3 do assert.is_nil(value(list[i], "{" .. name .. "}"), "residue on master " .. i) end
+    c:close()
+    p2:stop()
+    p3:stop()
+    stop_all(list)
+  end)
+
+  it("the watchdog keeps a majority: a key lost on a minority is taken back, on a majority it is a loss", function()
+    local list, urls = servers(3)
+    local c = assert(redislock.connect { redlock = urls })
+    local reason
+    local l = assert(c:acquire(fresh(), { ttl = 0.6, on_lost = function(_, why) reason = why end }))
+    local key = "{" .. l.name .. "}"
+    list[1]:cli_raw("DEL", key)                           -- a minority
+    assert(helpers.wait_until(function() return value(list[1], key) == l.token end, 2, 0.02),
+      "the key was not taken back on the master that lost it")
+    c:poll()
+    assert.is_true(l:held())
+    assert.is_nil(reason)
+    list[1]:cli_raw("DEL", key)                           -- now a majority
+    list[2]:cli_raw("DEL", key)
+    assert(helpers.wait_until(function() c:poll() return reason end, 2, 0.02))
+    assert.equal("not held", reason)
+    assert.is_false(l:held())
+    -- and a rival can take it: the documented cost of losing a majority
+    local rival = assert(redislock.connect { redlock = urls })
+    assert(rival:acquire(l.name, { ttl = 1 })):release()
+    rival:close()
+    c:close()
+    stop_all(list)
+  end)
+
+  it("restarting a majority without persistence lets a second holder in: the documented unsafe case", function()
+    local list, urls = servers(3)
+    local a = assert(redislock.connect { redlock = urls })
+    local b = assert(redislock.connect { redlock = urls })
+    local reason
+    local held = assert(a:acquire(fresh(), { ttl = 5, on_lost = function(_, why) reason = why end }))
+    list[1]:kill("KILL")
+    list[1]:restart()
+    list[2]:kill("KILL")
+    list[2]:restart()
+    -- both restarted masters forgot the lock: b gets a majority at once
+    local other = b:acquire(held.name, { ttl = 5, watchdog = false })
+    assert(other, "b could not take the name")
+    assert.are_not.equal(held.token, other.token)
+    -- a learns it at its next renewal (a third of the ttl)
+    assert(helpers.wait_until(function() a:poll() return reason end, 4, 0.05))
+    assert.equal("not held", reason)
+    other:release()
+    a:close()
+    b:close()
+    stop_all(list)
+  end)
+end)
