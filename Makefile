@@ -11,7 +11,8 @@
 #   make rock       luarocks make into a temp tree, then require it from there
 #   make test51     core specs on Lua 5.1 (LuaJIT/OpenResty's language)
 #   make torture    fault-injection run with a report (DURATION=300 for the long one;
-#                   SENTINEL=1 over Sentinel, with failovers)
+#                   SENTINEL=1 over Sentinel, with failovers; REDLOCK=3 over
+#                   three Redlock masters)
 #   make bench      handoff benchmark against a C spin-poll baseline
 #   make fuzz       libFuzzer on the C core for FUZZ_SECONDS (30)
 #
@@ -119,7 +120,7 @@ PROCS    ?= 8
 torture: test-deps
 	@$(MAKE) --no-print-directory all
 	@$(LUA) test/torture/run.lua --duration $(DURATION) --procs $(PROCS) $(if $(SEED),--seed $(SEED)) \
-	    $(if $(SENTINEL),--sentinel 1)
+	    $(if $(SENTINEL),--sentinel 1) $(if $(REDLOCK),--redlock $(REDLOCK))
 
 # The peers of bench/cycle.lua: redis-py from Debian, node-redlock from npm
 # (pinned by bench/peers/package-lock.json). A peer that cannot be installed

@@ -4,6 +4,12 @@
 --                                 [--interval S] [--seed N] [--cs S]
 --                                 [--sentinel 1]
 --
+-- --redlock N: the locks are Redlock locks over N independent masters; all
+-- workers write without fences (Redlock has none), the nemeses kill -9 and
+-- restart (empty), pause, flush or expire keys on one master at a time: a
+-- minority, so no hold may overlap at all. (Restarting a majority is the
+-- documented unsafe case: spec/20-redlock_spec.lua shows it.)
+--
 -- --sentinel 1: the locks live on a master with one replica, watched by
 -- three sentinels, and the workers find the master through them; the
 -- nemeses add SENTINEL FAILOVER and kill -9 of the master (restarted as a
@@ -40,14 +46,15 @@ local url = require "redislock.url"
 
 -- options ----------------------------------------------------------------
 
-local opts = { duration = 30, procs = 8, ttl = 1, interval = 2, seed = os.time(), cs = 0.4, sentinel = 0 }
+local opts = { duration = 30, procs = 8, ttl = 1, interval = 2, seed = os.time(), cs = 0.4, sentinel = 0,
+  redlock = 0 }
 do
   local i = 1
   while i <= #arg do
     local k = arg[i]:match("^%-%-(%w+)$")
     if not k or opts[k] == nil or not tonumber(arg[i + 1]) then
       io.stderr:write("usage: run.lua [--duration S] [--procs N] [--ttl S] [--interval S] [--seed N] [--cs S]"
-        .. " [--sentinel 1]\n")
+        .. " [--sentinel 1] [--redlock N]\n")
       os.exit(2)
     end
     opts[k] = tonumber(arg[i + 1])
@@ -66,8 +73,18 @@ local function say(...) io.stdout:write(string.format(...), "\n") io.stdout:flus
 -- setup --------------------------------------------------------------------
 
 local SENTINEL = opts.sentinel == 1
+local REDLOCK = opts.redlock > 0
 local lock_srv, rep, sen, lock_url
-if SENTINEL then
+local masters = {}
+if REDLOCK then
+  local urls = {}
+  for i = 1, opts.redlock do
+    masters[i] = helpers.start_redis()
+    urls[i] = masters[i].url
+  end
+  lock_srv = masters[1]
+  lock_url = "redlock:" .. table.concat(urls, ",")
+elseif SENTINEL then
   local topology = require "spec.support.topology"
   rep = topology.start_replicated { replicas = 1 }
   sen = topology.start_sentinels { master = rep.master }
@@ -109,17 +126,19 @@ end
 
 local workers = {}
 for i = 1, opts.procs do
-  local w = { id = i, mode = i <= CONTROLS and "plain" or "fenced" }
-  if not SENTINEL then w.proxy, w.port = start_proxy() end
+  local w = { id = i, mode = (i <= CONTROLS or REDLOCK) and "plain" or "fenced" }
+  if not SENTINEL and not REDLOCK then w.proxy, w.port = start_proxy() end
   local names = w.mode == "plain" and CONTROL_NAMES or FENCED_NAMES
   w.proc = helpers.spawn(helpers.lua_cmd("test/torture/worker.lua",
     lock_url or "redis://127.0.0.1:" .. w.port, store.url, w.mode, opts.duration, TTL, opts.cs,
     table.unpack and table.unpack(names) or unpack(names))) -- luacheck: ignore 143
   workers[i] = w
 end
-say("torture: %d workers (%d fenced, %d control), ttl %g s, %g s, a fault every %g s, seed %d%s",
-  opts.procs, opts.procs - CONTROLS, CONTROLS, TTL, opts.duration, opts.interval, opts.seed,
-  SENTINEL and ", over Sentinel" or "")
+say("torture: %d workers (%s), ttl %g s, %g s, a fault every %g s, seed %d%s",
+  opts.procs, REDLOCK and "none fenced: Redlock has no fences" or
+    string.format("%d fenced, %d control", opts.procs - CONTROLS, CONTROLS),
+  TTL, opts.duration, opts.interval, opts.seed,
+  SENTINEL and ", over Sentinel" or REDLOCK and (", Redlock over " .. opts.redlock .. " masters") or "")
 
 -- the holder of a name right now, from the workers' live logs
 local function holder_of(name)
@@ -246,6 +265,34 @@ if SENTINEL then
     until_demoted(old, t, "master_kill")
     count("master_kill")
   end
+end
+if REDLOCK then
+  -- one master at a time; the others keep a majority
+  local function one() return masters[math.random(#masters)] end
+  NEMESES = {
+    client_pause = NEMESES.client_pause,
+    control_pause = NEMESES.control_pause,
+    master_restart = function()
+      local m = one()
+      m:kill("KILL")
+      m:restart()
+      count("master_restart")
+    end,
+    master_pause = function() pause(one(), "master_pause") end,
+    script_flush = function()
+      for _, m in ipairs(masters) do m:cli_raw("SCRIPT", "FLUSH") end
+      count("script_flush")
+    end,
+    client_kill = function()
+      one():cli_raw("CLIENT", "KILL", "TYPE", "normal")
+      count("client_kill")
+    end,
+    early_expiry = function()
+      local name = FENCED_NAMES[math.random(#FENCED_NAMES)]
+      one():cli_raw("PEXPIRE", "{" .. name .. "}", 1)
+      count("early_expiry")
+    end,
+  }
 end
 local KINDS = {}
 for k in pairs(NEMESES) do KINDS[#KINDS + 1] = k end
@@ -464,7 +511,9 @@ say("torture: %s", ok and "PASS" or "FAIL")
 
 admin:close()
 store_conn:close()
-if SENTINEL then
+if REDLOCK then
+  for _, m in ipairs(masters) do m:kill("CONT") m:stop() end
+elseif SENTINEL then
   sen:stop()
   rep:stop()
 else

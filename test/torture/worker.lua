@@ -35,8 +35,15 @@ end
 
 local stop_at = core.monotime() + duration
 local client, resource, raw
+-- "redlock:URL,URL,...": one lock over those masters
+local redlock = lock_url:match("^redlock:(.*)$")
+local masters
+if redlock then
+  masters = {}
+  for u in redlock:gmatch("[^,]+") do masters[#masters + 1] = u end
+end
 while not client and core.monotime() < stop_at do
-  client = redislock.connect { url = lock_url, timeout = 1 }
+  client = redislock.connect(masters and { redlock = masters, timeout = 1 } or { url = lock_url, timeout = 1 })
   if not client then core.sleep(0.1) end
 end
 resource = assert(redislock.connect { url = resource_url })
@@ -54,7 +61,7 @@ while core.monotime() < stop_at do
     if err ~= "timeout" and err ~= "busy" then core.sleep(0.05) end
   else
     local t_acq = core.monotime()
-    local fence = lock.fence
+    local fence = lock.fence or 0   -- (Redlock has none)
     log("acq", name, fence, lock.token, string.format("%.6f", t_acq))
     local res = "res:" .. name
     local result
