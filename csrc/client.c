@@ -447,9 +447,11 @@ static wd *client_wd(client_ud *u, char *err, size_t errlen) {
     return u->wd;
 }
 
-/* client:watch(key, token, ttl, lease_end [, hold_until]) -> watch | nil, err
+/* client:watch(key, token, ttl, lease_end [, hold_until [, renew]])
+ *   -> watch | nil, err
  * Registers a held lock with the watchdog. Seconds; lease_end and hold_until
- * on the monotonic clock (core.monotime). */
+ * on the monotonic clock (core.monotime). renew: the embedded script that
+ * renews it (default "extend"; "zset_renew" for a reader or a permit). */
 static int meth_watch(lua_State *L) {
     client_ud *u = client_check(L);
     size_t klen, toklen;
@@ -458,15 +460,18 @@ static int meth_watch(lua_State *L) {
     lua_Number ttl = luaL_checknumber(L, 4);
     lua_Number end = luaL_checknumber(L, 5);
     lua_Number hold = luaL_optnumber(L, 6, 0);
+    const char *renew_name = luaL_optstring(L, 7, "extend");
+    const script_def *renew = script_find(renew_name);
     char err[CONN_ERRSTR_LEN];
     uint64_t id;
+    if (renew == NULL || renew->nkeys != 1) return luaL_argerror(L, 7, "no such renewal script");
     if (!(ttl >= 0.001 && ttl < 1e10)) return luaL_argerror(L, 4, "ttl out of range");
     if (!(end >= 0 && end < 1e12)) return luaL_argerror(L, 5, "lease end out of range");
     if (!(hold >= 0 && hold < 1e12)) return luaL_argerror(L, 6, "hold end out of range");
     watch_push_unbound(L);
     if (client_wd(u, err, sizeof err) == NULL ||
         wd_watch(u->wd, key, klen, token, toklen, (int64_t)(ttl * 1000 + 0.5),
-                 (int64_t)(end * 1000), (int64_t)(hold * 1000), &id, err, sizeof err) != 0) {
+                 (int64_t)(end * 1000), (int64_t)(hold * 1000), renew, &id, err, sizeof err) != 0) {
         lua_pushnil(L);
         lua_pushstring(L, err);
         return 2;

@@ -178,7 +178,7 @@ static int wd_check_path(wd *w, const char *key, size_t klen, char *errbuf, size
 
 int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t toklen,
              int64_t ttl_ms, int64_t lease_end_ms, int64_t hold_until_ms,
-             uint64_t *id, char *errbuf, size_t errlen) {
+             const struct script_def *renew, uint64_t *id, char *errbuf, size_t errlen) {
     wd_entry *e;
     int64_t now;
     if (toklen >= WD_TOKEN_MAX) {
@@ -225,6 +225,7 @@ int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t tokl
     e->state = WD_HELD;
     e->heap_pos = -1;
     e->slot = w->t->mode == TOPO_CLUSTER ? slot_of(key, klen) : -1;
+    e->renew = renew;
 
     pthread_mutex_lock(&w->mu);
     e->id = wd_ids_next();

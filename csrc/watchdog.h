@@ -13,6 +13,7 @@
 #include "topo.h"
 
 typedef struct wd wd;
+struct script_def;
 
 /* What a watched lock's state is. WD_HELD while renewals succeed; every
  * other value is final and names why the lease is no longer ours. */
@@ -52,6 +53,9 @@ void wd_release(wd *w);
 void wd_stop(wd *w);
 
 /* Registers a held lock: key/token as stored, ttl_ms the lease to renew to,
+ * renew the script that renews it (KEYS[1] key, ARGV token and ttl ms,
+ * answering 1 when renewed: extend for a lock key, zset_renew for a reader
+ * or a permit; NULL means extend),
  * lease_end_ms the monotonic time until which the lease is surely ours,
  * hold_until_ms 0 or the monotonic time after which renewals stop.
  * If the watchdog has no connection yet, one is made and checked now
@@ -59,7 +63,7 @@ void wd_stop(wd *w);
  * renewal path. Returns 0 and the id, or -1 with a message in errbuf. */
 int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t toklen,
              int64_t ttl_ms, int64_t lease_end_ms, int64_t hold_until_ms,
-             uint64_t *id, char *errbuf, size_t errlen);
+             const struct script_def *renew, uint64_t *id, char *errbuf, size_t errlen);
 
 /* Unregisters a lock. Never waits: no renewal of it is queued after the
  * call, and one queued but not yet begun to be written is taken back; one

@@ -3,6 +3,8 @@
 #ifndef REDISLOCK_WD_ENTRY_H
 #define REDISLOCK_WD_ENTRY_H
 
+struct script_def;
+
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -41,6 +43,7 @@ typedef struct wd_entry {
     int raced;              /* the Lua side extended it while queued */
     int64_t last_done;      /* when the last renewal answer was applied */
     int slot;               /* its key's Cluster slot (-1: not a cluster) */
+    const struct script_def *renew;   /* its renewal script (NULL: extend) */
     int heap_pos;           /* index in the heap, -1 when not scheduled */
 } wd_entry;
 

@@ -58,7 +58,7 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int eval, int asking, int64_t 
         redlock_renew = script_find("redlock_renew");
         redlock_claim = script_find("redlock_claim");
     }
-    renew = extend;
+    renew = e->renew ? e->renew : extend;
     if (script != NULL) {
         renew = script;   /* sent again as it was (after NOSCRIPT) */
     } else if (w->t->mode == TOPO_REDLOCK) {

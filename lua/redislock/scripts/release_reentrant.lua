@@ -1,0 +1,21 @@
+-- release_reentrant: leave a reentrant lock once: the count goes down, and
+-- at zero the lock is deleted (compare-and-delete) and one waiter woken.
+-- KEYS[1] lock key, KEYS[2] waiters flag, KEYS[3] signal list,
+-- KEYS[4] entry count
+-- ARGV[1] owner token
+-- Returns 1 when released, 2 when still held (entered more than once), 0
+-- when the key is gone or someone else's.
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+if redis.call('DECR', KEYS[4]) > 0 then
+  return 2
+end
+redis.call('DEL', KEYS[1], KEYS[4])
+local waiting = redis.call('PTTL', KEYS[2])
+if waiting > 0 then
+  redis.call('RPUSH', KEYS[3], '1')
+  redis.call('LTRIM', KEYS[3], -1, -1)
+  redis.call('PEXPIRE', KEYS[3], waiting)
+end
+return 1
