@@ -13,6 +13,9 @@
 --   acquire.lua   acquire, waiting (notify, fair, backoff), with_lock
 --   fencing.lua   fenced_set, fenced_get
 --   admin.lua     inspect, release_token, break_lock
+--   reentrant.lua reentrant holds (owner tokens, one renewal each), adopt
+--   rwlock.lua, semaphore.lua   the shared primitives (sets of leases);
+--   waiting.lua   their options and wait loop
 --   losses.lua    delivering the watchdog's loss reports to on_lost
 --   client.lua    the client object: poll, fd, stats, warnings, close
 --   channel.lua   the contract between this policy and a transport;

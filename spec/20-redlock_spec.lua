@@ -38,6 +38,12 @@ describe("redlock", function()
     local l = assert(c:acquire(fresh(), { ttl = 2 }))
     assert.is_nil(l.fence)
     assert.is_false(pcall(c.fenced_set, c, "r", "v", 1))
+    -- primitives that need one server's atomic view say so
+    assert.matches("rwlock is not offered by a Redlock client", select(2, pcall(c.rwlock, c, "r")))
+    assert.matches("semaphore is not offered", select(2, pcall(c.semaphore, c, "s", 2)))
+    assert.matches("adopt is not offered", select(2, pcall(c.adopt, c, "s", "t")))
+    assert.matches("bad argument 'reentrant' to 'acquire' %(reentrant locks are not offered",
+      select(2, pcall(c.acquire, c, "s", { reentrant = true })))
     assert.is_true(l:release())
     c:close()
     -- tables of fields work as well as urls

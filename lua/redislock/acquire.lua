@@ -17,6 +17,7 @@ local monotime = core.monotime
 local ttl_ms = lockmod.ttl_ms
 local lease_end = lockmod.lease_end
 local check_number, check_type = checks.check_number, checks.check_type
+local MUTEX, REENTRANT = lockmod.MUTEX, lockmod.REENTRANT
 
 local MAX_SPIN = 1                -- seconds of busy-polling per wait, at most
 local DEFAULT_TTL = 30
@@ -39,6 +40,7 @@ end
 local OPTIONS = {
   ttl = true, wait = true, watchdog = true, on_lost = true, max_hold = true,
   notify = true, fair = true, spin = true, replicas = true, replicas_timeout = true,
+  reentrant = true, owner = true,
 }
 
 -- Checks acquire's options once; returns the settings the loop uses.
@@ -58,6 +60,15 @@ local function settings(fname, name, opts)
   local max_hold = opts.max_hold
   if max_hold ~= nil then check_number(fname, "max_hold", max_hold, lockmod.MIN_TTL, lockmod.MAX_TTL) end
   lockmod.check_replicas(fname, opts.replicas, opts.replicas_timeout)
+  check_type(fname, "reentrant", opts.reentrant, "boolean", true)
+  if opts.owner ~= nil then
+    checks.check_string(fname, "owner", opts.owner)
+    if not opts.reentrant then checks.argerror(fname, "owner", "only with reentrant = true") end
+    if #opts.owner >= 64 then checks.argerror(fname, "owner", "at most 63 bytes") end
+  end
+  if opts.reentrant and opts.fair then
+    checks.argerror(fname, "fair", "a reentrant lock cannot be fair")
+  end
   return opts, ttl, wait, spin, max_hold
 end
 
@@ -82,16 +93,20 @@ return function(Client)
   -- reply may have come so late that it is over: handing it out would let
   -- the caller act without a lock, etcd #11456) and registers the watchdog.
   -- t0: when the request that led to the grant was sent; lease: seconds the
-  -- grant runs from then; ttl: what the lock is renewed to.
-  function Client:_grant(name, keys, token, fence, t0, lease, ttl, opts, max_hold)
+  -- grant runs from then; ttl: what the lock is renewed to. kind: the
+  -- lease's kind (lock.lua; MUTEX when nil); undo: false when a failed
+  -- grant must not be given back (an adopted lock is someone else's too).
+  function Client:_grant(name, keys, token, fence, t0, lease, ttl, opts, max_hold, kind, undo)
+    kind = kind or MUTEX
     local expires = lease_end(t0, lease)
     if monotime() >= expires then
-      self:_release_keys(keys, token)
+      if undo ~= false then kind.release(self, keys, token, fence) end
       return nil, "connection too slow: the grant came after its lease ended"
     end
-    local lock = lockmod.new(self, name, keys, token, fence, ttl, expires, opts.on_lost)
+    local lock = lockmod.new(self, name, keys, token, fence, ttl, expires, opts.on_lost, kind)
     lock._replicas, lock._replicas_timeout = opts.replicas, opts.replicas_timeout
     if opts.watchdog == false then
+      if kind.reentrant then self:_join(lock, keys, token, ttl, expires, opts) end
       if lease < ttl then
         -- handed over with a short lease: bring it to the asked ttl now
         local ok, err = lock:extend(ttl)
@@ -99,11 +114,18 @@ return function(Client)
       end
       return lock
     end
-    local watch, werr = self._conn:watch(keys.lock, token, ttl, expires, max_hold and t0 + max_hold)
+    local watch, werr
+    if kind.reentrant then
+      watch, werr = self:_join(lock, keys, token, ttl, expires, opts, max_hold and t0 + max_hold)
+      if watch then return lock end
+    else
+      watch, werr = self._conn:watch(kind.key(keys), token, ttl, expires, max_hold and t0 + max_hold,
+        kind.renew)
+    end
     if not watch then
       -- No watchdog, no lock: the caller asked for a lease that lives as
       -- long as it does, and we cannot promise that.
-      self:_release_keys(keys, token)
+      if undo ~= false then kind.release(self, keys, token, fence) end
       return nil, "watchdog failed: " .. werr
     end
     lock._watch = watch
@@ -111,11 +133,30 @@ return function(Client)
     return lock
   end
 
+  -- A reentrant grant (a first entry or a further one), with the WAIT the
+  -- caller asked for; a failure gives the entry back.
+  function Client:_grant_entry(name, keys, token, fence, t0, ttl, opts, max_hold)
+    if opts.replicas and opts.replicas > 0 then
+      local ok, werr = lockmod.wait_replicas(self._conn, opts.replicas, opts.replicas_timeout)
+      if not ok then
+        REENTRANT.release(self, keys, token, fence)
+        return nil, werr
+      end
+    end
+    return self:_grant(name, keys, token, fence, t0, ttl, ttl, opts, max_hold, REENTRANT)
+  end
+
   -- One attempt, sent at t0. Returns the lock; or nil, err, holder_ms.
   function Client:_try(name, keys, token, ttl, mode, opts, max_hold, t0)
     local ch = self._conn
     local r, err
-    if mode == "fair" then
+    if opts.reentrant then
+      r, err = ch:script("acquire_reentrant", keys.lock, keys.fence, keys.waiters, keys.count, token,
+        ttl_ms(ttl), mode == "notify" and "1" or "0", self._fence_ttl_ms)
+      if not r then return nil, err end
+      if r[1] ~= 1 then return nil, "busy", r[2] end
+      return self:_grant_entry(name, keys, token, r[2], t0, ttl, opts, max_hold)
+    elseif mode == "fair" then
       r, err = ch:script("acquire_fair", keys.lock, keys.fence, keys.queue, keys.deadlines,
         keys.leases, keys.signal .. ":" .. token, token, ttl_ms(ttl), FAIR_KEEP_MS,
         fair_grant_ms(ttl), self._fence_ttl_ms)
@@ -164,8 +205,9 @@ return function(Client)
     self:poll()
 
     local keys = self._keys_of(name)
-    -- One token for the whole call: it is also a fair waiter's place in line.
-    local token = assert(core.token())
+    -- One token for the whole call: it is also a fair waiter's place in
+    -- line. A reentrant lock's is its owner's.
+    local token = opts.reentrant and (opts.owner or self.owner) or assert(core.token())
     local mode = opts.fair and wait > 0 and "fair"
       or (wait > 0 and opts.notify ~= false) and "notify" or "poll"
     local signal = mode == "fair" and keys.signal .. ":" .. token or keys.signal

@@ -5,6 +5,7 @@
 -- this file holds the rest: loss delivery, counters, warnings, close.
 -- Every method raises at the caller's line once the client is closed.
 
+local core = require "redislock.core"
 local checks = require "redislock.checks"
 local keys = require "redislock.keys"
 local losses = require "redislock.losses"
@@ -19,6 +20,9 @@ _M.Client = Client
 require("redislock.acquire")(Client)
 require("redislock.fencing")(Client)
 require("redislock.admin")(Client)
+require("redislock.reentrant").install(Client)
+require("redislock.rwlock").install(Client)
+require("redislock.semaphore").install(Client)
 
 --- A client over channel `ch` (redislock.channel).
 -- settings: prefix, fence_ttl (seconds), warnings (a list of strings).
@@ -30,7 +34,12 @@ function _M.new(ch, settings)
     _fence_ttl_ms = math.floor(settings.fence_ttl * 1000 + 0.5),
     _warnings = settings.warnings,
     _closed = false,
-    _locks = setmetatable({}, { __mode = "v" }), -- watch id -> lock, for on_lost
+    _locks = setmetatable({}, { __mode = "v" }), -- watch id -> lock (or group), for on_lost
+    _groups = setmetatable({}, { __mode = "v" }), -- a reentrant lock's holds (reentrant.lua)
+    -- The owner token of this client's reentrant locks (secret, like a
+    -- lock's token): acquire(name, {reentrant = true}) enters as this owner
+    -- unless opts.owner says otherwise.
+    owner = assert(core.token()),
   }, Client)
 end
 

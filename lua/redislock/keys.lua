@@ -33,6 +33,8 @@ local function build(prefix, name)
     queue = key .. ":queue",        -- fair waiters in arrival order
     deadlines = key .. ":queue:deadlines",
     leases = key .. ":queue:leases",
+    count = key .. ":count",        -- a reentrant lock's entries (no ttl:
+                                    -- deleted with the lock)
   }
 end
 
@@ -51,6 +53,33 @@ function _M.cache(prefix)
     n = n + 1
     return k
   end
+end
+
+--- The keys of the read-write lock `name`: apart from the mutex of the
+-- same name, in the same slot.
+function _M.rwlock(prefix, name)
+  local key = prefix .. "{" .. tag(name) .. "}:rw"
+  return {
+    writer = key,                           -- the writer's token, its lease
+    readers = key .. ":readers",            -- reader token -> lease end (ms)
+    marker = key .. ":writer_waiting",      -- keeps new readers out
+    fence = key .. ":fence",                -- writers' fences
+    readers_waiting = key .. ":readers_waiting", -- token -> blocks until (ms)
+    readers_signal = key .. ":readers_signal",
+    writers_waiting = key .. ":writers_waiting",
+    writers_signal = key .. ":writers_signal",
+  }
+end
+
+--- The keys of the semaphore `name`, in one slot.
+function _M.semaphore(prefix, name)
+  local key = prefix .. "{" .. tag(name) .. "}:sem"
+  return {
+    permits = key,                          -- permit token -> lease end (ms)
+    limit = key .. ":limit",                -- the permits in force
+    waiting = key .. ":waiting",            -- token -> blocks until (ms)
+    signal = key .. ":signal",
+  }
 end
 
 --- The key of a fenced resource: its value, fence and version in one hash,

@@ -61,7 +61,36 @@ function _M.wait_replicas(ch, n, timeout)
   return true
 end
 
-function _M.new(client, name, keys, token, fence, ttl, expires, on_lost)
+--- What kind of lease a lock is: how it is extended and released, and how
+-- the watchdog renews it. A mutex (the default) is one key; the shared
+-- primitives (rwlock.lua, semaphore.lua) bring kinds of their own.
+--   extend(ch, keys, token, ms)  -> 1 | 0 | nil, err, kind
+--   release(client, keys, token, fence) -> 1 released | 2 still held (an inner
+--       entry of a reentrant lock left) | 0 not held | nil, err, kind
+--   renew: the script the watchdog renews with (KEYS[1] key, token, ms)
+--   key(keys): the key it renews
+_M.MUTEX = {
+  extend = function(ch, keys, token, ms) return ch:script("extend", keys.lock, token, ms) end,
+  release = function(client, keys, token) return client:_release_keys(keys, token) end,
+  renew = "extend",
+  key = function(keys) return keys.lock end,
+}
+
+-- A reentrant lock: the same key, released once its entry count is back
+-- at zero. Its holds in one client share one watchdog registration (a
+-- group, see reentrant.lua).
+_M.REENTRANT = {
+  extend = _M.MUTEX.extend,
+  release = function(client, keys, token, fence)
+    return client._conn:script("release_reentrant", keys.lock, keys.waiters, keys.signal,
+      keys.count, token, string.format("%.0f", fence))
+  end,
+  renew = "extend",
+  key = _M.MUTEX.key,
+  reentrant = true,
+}
+
+function _M.new(client, name, keys, token, fence, ttl, expires, on_lost, kind)
   return setmetatable({
     name = name,
     token = token,
@@ -76,6 +105,8 @@ function _M.new(client, name, keys, token, fence, ttl, expires, on_lost)
     _watch = nil,             -- the watchdog handle, when renewed natively
     _on_lost = on_lost,
     _reported = false,        -- on_lost already called
+    _kind = kind or _M.MUTEX,
+    _group = nil,             -- a reentrant lock's holds in this client
   }, Lock)
 end
 
@@ -144,7 +175,7 @@ function Lock:extend(ttl, opts)
   -- A lost lock stays lost: the caller may already have acted on the loss.
   if self._state ~= "held" or self._pid ~= getpid() then return nil, "not held" end
   local t0 = monotime()
-  local r, err = ch:script("extend", self._keys.lock, self.token, ttl_ms(ttl))
+  local r, err = self._kind.extend(ch, self._keys, self.token, ttl_ms(ttl))
   if not r then return nil, err end
   if r ~= 1 then
     self:_lose("not held")
@@ -167,19 +198,21 @@ function Lock:release()
   if self._state == "released" then return nil, "not held" end
   if self._pid ~= getpid() then return nil, "not held" end
   -- Unregister first: from here on the watchdog queues nothing for this
-  -- key, and a renewal not yet written is taken back (it never waits).
-  if self._watch then
-    self._watch:unwatch()
-    self._watch = nil
-  end
-  local r, err = client:_release_keys(self._keys, self.token)
+  -- key, and a renewal not yet written is taken back (it never waits). A
+  -- reentrant lock's registration is shared by its holds: only the last
+  -- one to leave takes it back.
+  local group = self._group
+  if self._watch and (not group or group.n == 1) then self._watch:unwatch() end
+  self._watch = nil
+  local r, err = self._kind.release(client, self._keys, self.token, self.fence)
+  if group then group:leave(self, r) end
   if not r then
     -- Not renewed any more, and we cannot tell whether the delete ran:
     -- count the lock as lost; its ttl frees the name if it did not.
     self:_lose("unreachable")
     return nil, err
   end
-  if r ~= 1 then
+  if r == 0 then
     self:_lose("not held")
     self._state = "released"
     return nil, "not held"

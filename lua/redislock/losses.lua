@@ -24,15 +24,21 @@ end
 -- per lock. Returns how many losses were delivered.
 function _M.deliver(client, reports, locks)
   local n = 0
+  local function lose(lock, reason)
+    lock:_lose(reason)
+    if lock._state == "lost" and not lock._reported then
+      lock._reported = true
+      n = n + 1
+      if lock._on_lost then _M.call(client, lock._on_lost, lock, lock.lost_reason) end
+    end
+  end
   for i = 1, #reports, 2 do
-    local lock = locks[reports[i]]
-    if lock then
-      lock:_lose(reports[i + 1])
-      if lock._state == "lost" and not lock._reported then
-        lock._reported = true
-        n = n + 1
-        if lock._on_lost then _M.call(client, lock._on_lost, lock, lock.lost_reason) end
-      end
+    local target = locks[reports[i]]
+    if target and target.holds then
+      -- a reentrant lock's group: every hold in this client is lost
+      for _, lock in ipairs(target:holds()) do lose(lock, reports[i + 1]) end
+    elseif target then
+      lose(target, reports[i + 1])
     end
   end
   return n

@@ -70,7 +70,8 @@ RedlockLock.__tostring = Lock.__tostring
 local DEFAULT_TTL = 30
 local MIN_MASTER_TIMEOUT = 0.01
 
-local OPTIONS = { ttl = true, wait = true, watchdog = true, on_lost = true, max_hold = true }
+local OPTIONS = { ttl = true, wait = true, watchdog = true, on_lost = true, max_hold = true,
+  reentrant = true }
 
 --- How long each master gets for one attempt: a twentieth of the ttl (a
 -- slow master then costs at most 5% of the lease), at least 10 ms, at
@@ -136,6 +137,9 @@ end
 function RedlockClient:_acquire(fname, name, opts)
   checks.check_name(fname, name)
   opts = checks.check_options(fname, opts, OPTIONS)
+  if opts.reentrant then
+    checks.argerror(fname, "reentrant", "reentrant locks are not offered by a Redlock client")
+  end
   local ttl = opts.ttl == nil and DEFAULT_TTL or opts.ttl
   lockmod.check_ttl(fname, ttl)
   local wait = opts.wait == nil and 0 or opts.wait
@@ -193,6 +197,16 @@ local function unsupported(what)
 end
 RedlockClient.fenced_set = unsupported("fenced_set")
 RedlockClient.fenced_get = unsupported("fenced_get")
+-- The shared primitives and re-entry rest on one server's atomic view of
+-- their keys (a set of leases, an entry count); over independent masters
+-- that would need a quorum protocol of its own, which this library does
+-- not claim to have.
+local function single_server(what)
+  return function() checks.raise(what .. " is not offered by a Redlock client (one server's atomic view needed)") end
+end
+RedlockClient.rwlock = single_server("rwlock")
+RedlockClient.semaphore = single_server("semaphore")
+RedlockClient.adopt = single_server("adopt")
 
 --- What each master says about `name`: held when a majority has the same
 -- token. { held =, ttl = (the shortest among those), token =, masters =

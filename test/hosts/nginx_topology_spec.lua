@@ -55,6 +55,30 @@ http {
         ngx.say("ok ", l.token)
       }
     }
+    # the other primitives: op = read | write | permit | enter, on the cluster
+    location /share {
+      content_by_lua_block {
+        local a = ngx.req.get_uri_args()
+        local c = CLIENTS.share
+        if not c then
+          c = assert(redislock.connect { url = CLUSTER_URL, transport = "cosocket", connect_timeout = 1,
+            timeout = 1 })
+          CLIENTS.share = c
+        end
+        local opts = { ttl = tonumber(a.ttl) or 5, wait = tonumber(a.wait or 0) }
+        local l, err
+        if a.op == "read" then l, err = c:rwlock(a.name):read(opts)
+        elseif a.op == "write" then l, err = c:rwlock(a.name):write(opts)
+        elseif a.op == "permit" then l, err = assert(c:semaphore(a.name, tonumber(a.permits))):acquire(opts)
+        else
+          opts.reentrant = true
+          l, err = c:acquire(a.name, opts)
+        end
+        if not l then return ngx.say("failed ", err) end
+        LOCKS[a.key] = l
+        ngx.say("ok")
+      }
+    }
     location /held { content_by_lua_block { ngx.say(tostring(LOCKS[ngx.var.arg_name]:held())) } }
     location /release { content_by_lua_block { ngx.say(tostring(LOCKS[ngx.var.arg_name]:release())) } }
   }
@@ -120,6 +144,36 @@ describe("cosocket transport over Cluster and Sentinel (nginx)", function()
     for i = 1, 30 do
       assert.equal("true", get("/held?name=co-cl:" .. i))
       assert.equal("true", get("/release?name=co-cl:" .. i))
+    end
+  end)
+
+  it("Cluster: read-write locks, semaphores and reentrant locks over cosockets", function()
+    local function share(q) return get("/share?" .. q) end
+    assert.equal("ok", share("op=read&name=rw&key=r1&ttl=0.6"))
+    assert.equal("ok", share("op=read&name=rw&key=r2&ttl=0.6"))
+    assert.equal("failed timeout", share("op=write&name=rw&key=w&wait=0.3"))
+    assert.equal("ok", share("op=permit&name=sem&permits=2&key=p1&ttl=0.6"))
+    assert.equal("ok", share("op=permit&name=sem&permits=2&key=p2&ttl=0.6"))
+    assert.equal("failed busy", share("op=permit&name=sem&permits=2&key=p3"))
+    assert.equal("ok", share("op=enter&name=re&key=e1&ttl=0.6"))
+    assert.equal("ok", share("op=enter&name=re&key=e2&ttl=0.6"))
+    helpers.sleep(1.3)   -- twice the ttl: only the watchdog keeps them
+    for _, k in ipairs { "r1", "r2", "p1", "p2", "e1", "e2" } do
+      assert.equal("true", get("/held?name=" .. k), k)
+    end
+    -- a writer waiting in one request is woken by releases in others
+    local waiter = helpers.spawn("exec curl -s --max-time 10 " .. helpers.quote(base
+      .. "/share?op=write&name=rw&key=w&wait=5"))
+    helpers.sleep(0.5)
+    local t0 = helpers.monotime()
+    assert.equal("true", get("/release?name=r1"))
+    assert.equal("true", get("/release?name=r2"))
+    assert.equal(0, waiter:wait(10))
+    assert.equal("ok\n", waiter:stdout())
+    assert(helpers.monotime() - t0 < 0.5, "the writer woke late")
+    waiter:stop()
+    for _, k in ipairs { "w", "p1", "p2", "e2", "e1" } do
+      assert.equal("true", get("/release?name=" .. k), k)
     end
   end)
 

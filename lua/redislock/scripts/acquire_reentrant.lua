@@ -3,11 +3,17 @@
 -- counts up, and the lock is released when the count is back to zero.
 -- A plain acquire and a reentrant one exclude each other (same lock key).
 -- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] waiters flag,
--- KEYS[4] entry count
+-- KEYS[4] the grant: a hash of its entry count (n) and fence
 -- ARGV[1] owner token, ARGV[2] lease in ms, ARGV[3] "1" when the caller
 -- will wait for a release notification, ARGV[4] fence_ttl in ms
 -- Returns {1, fence, count} when taken (count 1) or entered again (count
 -- > 1: the fence is the one drawn when it was taken), {0, pttl} otherwise.
+-- The fence names the grant: a hold of an earlier grant to the same owner
+-- (lost since) cannot release this one (release_reentrant.lua compares it).
+-- The hash has no ttl: it must live exactly as long as the lock, however
+-- long the watchdog keeps that (renewals touch only the lock key); it is
+-- deleted with the lock, and a fresh grant overwrites one left behind by a
+-- holder that died.
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 -- The fence rule of acquire.lua: max(last + 1, the server's clock in us).
 local function next_fence(key)
@@ -19,16 +25,22 @@ local function next_fence(key)
   return f
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  local n = redis.call('INCR', KEYS[4])
-  redis.call('PEXPIRE', KEYS[4], ARGV[4])
-  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  local f = redis.call('HGET', KEYS[4], 'fence')
+  if f then
+    local n = redis.call('HINCRBY', KEYS[4], 'n', 1)
+    if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+      redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    end
+    return {1, tonumber(f), n}
   end
-  return {1, tonumber(redis.call('GET', KEYS[2]) or '0'), n}
+  -- held with this token, but not as a reentrant lock (a plain acquire
+  -- given the same token): busy, like any other holder
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  redis.call('SET', KEYS[4], 1, 'PX', ARGV[4])
-  return {1, next_fence(KEYS[2]), 1}
+  local f = next_fence(KEYS[2])
+  redis.call('DEL', KEYS[4])
+  redis.call('HSET', KEYS[4], 'n', 1, 'fence', string.format('%.0f', f))
+  return {1, f, 1}
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if ARGV[3] == '1' then

@@ -1,14 +1,17 @@
 -- release_reentrant: leave a reentrant lock once: the count goes down, and
 -- at zero the lock is deleted (compare-and-delete) and one waiter woken.
+-- Only a hold of the current grant counts: its token and its fence must
+-- both match, so a hold of an earlier grant to the same owner, lost since,
+-- never releases a newer one.
 -- KEYS[1] lock key, KEYS[2] waiters flag, KEYS[3] signal list,
--- KEYS[4] entry count
--- ARGV[1] owner token
+-- KEYS[4] the grant (hash: n, fence)
+-- ARGV[1] owner token, ARGV[2] the hold's fence
 -- Returns 1 when released, 2 when still held (entered more than once), 0
--- when the key is gone or someone else's.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+-- when the key is gone, someone else's, or another grant's.
+if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('HGET', KEYS[4], 'fence') ~= ARGV[2] then
   return 0
 end
-if redis.call('DECR', KEYS[4]) > 0 then
+if redis.call('HINCRBY', KEYS[4], 'n', -1) > 0 then
   return 2
 end
 redis.call('DEL', KEYS[1], KEYS[4])

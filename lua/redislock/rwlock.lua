@@ -1,0 +1,146 @@
+--- redislock.rwlock: read-write locks (client:rwlock(name)).
+--
+-- Many readers, or one writer. Each reader's lease is its own (a member of
+-- a sorted set: token -> lease end on the server's clock), renewed by the
+-- watchdog like a lock key, so a crashed reader frees its share at its own
+-- lease end. The writer is a lock key with a fence, like a mutex.
+--
+-- Policy: writer preference. A writer that is kept out leaves a marker
+-- (refreshed at each of its attempts, at least every WRITER_HEARTBEAT) that
+-- keeps new readers out, so the readers in place drain and the writer gets
+-- its turn however many readers keep arriving. Readers can in turn wait
+-- behind a stream of writers. A reader that asks for a second read share
+-- while a writer waits waits too: read shares are not reentrant.
+
+local core = require "redislock.core"
+local checks = require "redislock.checks"
+local keysmod = require "redislock.keys"
+local lockmod = require "redislock.lock"
+local waiting = require "redislock.waiting"
+checks.own(debug.getinfo(1, "S").source)
+
+local ttl_ms = lockmod.ttl_ms
+
+local _M = {}
+
+-- A waiting writer attempts again at least this often (seconds); its
+-- marker lasts WRITER_MARKER_MS from each attempt, so a writer that died or
+-- gave up keeps readers out that long at most.
+local WRITER_HEARTBEAT = 1
+local WRITER_MARKER_MS = 3000
+
+-- A reader: one member of the readers' set.
+_M.READ = {
+  extend = function(ch, keys, token, ms) return ch:script("zset_renew", keys.readers, token, ms) end,
+  -- the last reader out wakes a waiting writer
+  release = function(client, keys, token)
+    return client._conn:script("release_share", keys.readers, keys.writers_waiting,
+      keys.writers_signal, keys.readers_waiting, keys.readers_signal, token, "member",
+      "if_empty", "none")
+  end,
+  renew = "zset_renew",
+  key = function(keys) return keys.readers end,
+}
+
+-- The writer: the writer key; its release wakes every waiting reader and
+-- one waiting writer.
+_M.WRITE = {
+  extend = function(ch, keys, token, ms) return ch:script("extend", keys.writer, token, ms) end,
+  release = function(client, keys, token)
+    return client._conn:script("release_share", keys.writer, keys.readers_waiting,
+      keys.readers_signal, keys.writers_waiting, keys.writers_signal, token, "key", "all", "one")
+  end,
+  renew = "extend",
+  key = function(keys) return keys.writer end,
+}
+
+local RWLock = {}
+RWLock.__index = RWLock
+_M.RWLock = RWLock
+
+--- A read share: a lock object (held, extend, release, lease_end,
+-- on_lost); its fence is nil.
+-- syntax: lock, err = rw:read({ttl=30, wait=0, watchdog=true, on_lost=fn,
+--           max_hold=nil, notify=true, spin=0})
+-- err: "busy" (tried once), "timeout" (waited), or a connection error.
+function RWLock:read(opts)
+  local ttl, wait, max_hold
+  opts, ttl, wait, max_hold = waiting.settings("read", opts)
+  local client, keys, name = self._client, self._keys, self.name
+  local ch = client:_open()
+  client:poll()
+  local token = assert(core.token())
+  local function try(t0, block_ms)
+    local r, err = ch:script("rw_read", keys.writer, keys.readers, keys.marker,
+      keys.readers_waiting, token, ttl_ms(ttl), block_ms)
+    if not r then return nil, err end
+    if r[1] ~= 1 then return nil, "busy", r[2] end
+    return client:_grant(name, keys, token, nil, t0, ttl, ttl, opts, max_hold, _M.READ)
+  end
+  return waiting.run(client, try, keys.readers_signal, wait, opts)
+end
+
+--- The write side: a lock object like acquire's, with a fence that grows
+-- with every writer's grant.
+-- syntax: lock, err = rw:write({ttl=30, wait=0, ...same as read})
+function RWLock:write(opts)
+  local ttl, wait, max_hold
+  opts, ttl, wait, max_hold = waiting.settings("write", opts)
+  local client, keys, name = self._client, self._keys, self.name
+  local ch = client:_open()
+  client:poll()
+  local token = assert(core.token())
+  local function try(t0, block_ms)
+    local r, err = ch:script("rw_write", keys.writer, keys.readers, keys.marker, keys.fence,
+      keys.writers_waiting, token, ttl_ms(ttl), block_ms, client._fence_ttl_ms, WRITER_MARKER_MS)
+    if not r then return nil, err end
+    if r[1] ~= 1 then return nil, "busy", r[2] end
+    return client:_grant(name, keys, token, r[2], t0, ttl, ttl, opts, max_hold, _M.WRITE)
+  end
+  local lock, err = waiting.run(client, try, keys.writers_signal, wait, opts, WRITER_HEARTBEAT)
+  if not lock then
+    -- Gave up: take our marker back now (readers need not wait it out).
+    ch:script("release_share", keys.marker, keys.readers_waiting, keys.readers_signal,
+      keys.writers_waiting, keys.writers_signal, token, "key", "all", "none")
+  end
+  return lock, err
+end
+
+--- What Redis says about the lock now: { readers = n, writer = bool,
+-- writer_waiting = bool }.
+-- syntax: info, err = rw:inspect()
+function RWLock:inspect()
+  local ch = self._client:_open()
+  local keys = self._keys
+  local now, err = ch:command("TIME")
+  if not now then return nil, err end
+  local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  local readers
+  readers, err = ch:command("ZCOUNT", keys.readers, "(" .. string.format("%.0f", ms), "+inf")
+  if not readers then return nil, err end
+  local writer
+  writer, err = ch:command("EXISTS", keys.writer)
+  if not writer then return nil, err end
+  local marker
+  marker, err = ch:command("EXISTS", keys.marker)
+  if not marker then return nil, err end
+  return { readers = readers, writer = writer == 1, writer_waiting = marker == 1 }
+end
+
+function RWLock:__tostring()
+  return string.format("redislock.rwlock (%s)", self.name:sub(1, 64))
+end
+
+function _M.install(Client)
+  --- A read-write lock over `name` (no round trip: its keys, in one slot,
+  -- apart from the mutex of the same name).
+  -- syntax: rw = client:rwlock(name)
+  function Client:rwlock(name)
+    checks.check_name("rwlock", name)
+    self:_open()
+    return setmetatable({ name = name, _client = self, _keys = keysmod.rwlock(self._prefix, name) },
+      RWLock)
+  end
+end
+
+return _M

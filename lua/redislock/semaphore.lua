@@ -1,0 +1,98 @@
+--- redislock.semaphore: counting semaphores (client:semaphore(name,
+-- permits)).
+--
+-- Each permit is a lease of its own (a member of a sorted set: token ->
+-- lease end on the server's clock), renewed by the watchdog, so a crashed
+-- holder's permit comes back at its lease end, never leaked. A release
+-- wakes one waiter; a waiter also wakes when the first lease would end.
+--
+-- The limit: the latest client:semaphore(name, permits) stores it, and it
+-- is in force for every client from then on. Raising it lets waiters in at
+-- their next attempt; lowering it revokes no permit: the ones above the new
+-- limit stay valid until released or expired, and no new one is granted
+-- until the count is below the limit.
+
+local core = require "redislock.core"
+local checks = require "redislock.checks"
+local keysmod = require "redislock.keys"
+local lockmod = require "redislock.lock"
+local waiting = require "redislock.waiting"
+checks.own(debug.getinfo(1, "S").source)
+
+local ttl_ms = lockmod.ttl_ms
+
+local _M = {}
+
+local MAX_PERMITS = 2 ^ 31 - 1
+
+-- A permit: one member of the permits' set; its release wakes one waiter.
+_M.PERMIT = {
+  extend = function(ch, keys, token, ms) return ch:script("zset_renew", keys.permits, token, ms) end,
+  release = function(client, keys, token)
+    return client._conn:script("release_share", keys.permits, keys.waiting, keys.signal,
+      keys.waiting, keys.signal, token, "member", "one", "none")
+  end,
+  renew = "zset_renew",
+  key = function(keys) return keys.permits end,
+}
+
+local Semaphore = {}
+Semaphore.__index = Semaphore
+_M.Semaphore = Semaphore
+
+--- Takes a permit: a lock object (release, extend, held, lease_end,
+-- on_lost; fence nil); permit.in_use says how many were in use with it.
+-- syntax: permit, err = sem:acquire({ttl=30, wait=0, watchdog=true,
+--           on_lost=fn, max_hold=nil, notify=true, spin=0})
+-- err: "busy" (tried once), "timeout" (waited), or a connection error.
+function Semaphore:acquire(opts)
+  local ttl, wait, max_hold
+  opts, ttl, wait, max_hold = waiting.settings("acquire", opts)
+  local client, keys, name = self._client, self._keys, self.name
+  local ch = client:_open()
+  client:poll()
+  local token = assert(core.token())
+  local function try(t0, block_ms)
+    local r, err = ch:script("sem_acquire", keys.permits, keys.limit, keys.waiting, token,
+      ttl_ms(ttl), block_ms, self.permits)
+    if not r then return nil, err end
+    if r[1] ~= 1 then return nil, "busy", r[2] end
+    local permit, gerr = client:_grant(name, keys, token, nil, t0, ttl, ttl, opts, max_hold, _M.PERMIT)
+    if permit then permit.in_use = r[2] end
+    return permit, gerr
+  end
+  return waiting.run(client, try, keys.signal, wait, opts)
+end
+
+--- What Redis says now: { limit = permits in force, in_use = n }.
+-- syntax: info, err = sem:inspect()
+function Semaphore:inspect()
+  local client = self._client
+  local keys = self._keys
+  local r, err = client:_open():script("sem_limit", keys.permits, keys.limit, "", client._fence_ttl_ms)
+  if not r then return nil, err end
+  return { limit = r[1] >= 0 and r[1] or self.permits, in_use = r[2] }
+end
+
+function Semaphore:__tostring()
+  return string.format("redislock.semaphore (%s, %d)", self.name:sub(1, 64), self.permits)
+end
+
+function _M.install(Client)
+  --- A counting semaphore of `permits` over `name`; stores the limit (one
+  -- round trip), which is then in force for every client.
+  -- syntax: sem, err = client:semaphore(name, permits)
+  function Client:semaphore(name, permits)
+    checks.check_name("semaphore", name)
+    checks.check_integer("semaphore", "permits", permits, 1, MAX_PERMITS)
+    local ch = self:_open()
+    self:poll()
+    local keys = keysmod.semaphore(self._prefix, name)
+    local r, err = ch:script("sem_limit", keys.permits, keys.limit, string.format("%d", permits),
+      self._fence_ttl_ms)
+    if not r then return nil, err end
+    return setmetatable({ name = name, permits = permits, _client = self, _keys = keys }, Semaphore)
+  end
+end
+
+return _M

@@ -1,0 +1,84 @@
+--- redislock.waiting: options and the wait loop of the shared primitives
+-- (read-write locks, semaphores).
+--
+-- An attempt that is kept out says how long the share in its way may last
+-- at most; the caller then blocks on the primitive's signal list until a
+-- release leaves a wakeup there, or that time passes, or the heartbeat
+-- (a waiting writer's marker must be refreshed), whichever is first. The
+-- attempt registers the waiter (token -> until when it blocks) so that a
+-- release knows how many to wake (release_share.lua). With notify = false
+-- it sleeps with backoff and full jitter instead.
+
+local core = require "redislock.core"
+local checks = require "redislock.checks"
+local backoff = require "redislock.backoff"
+local lockmod = require "redislock.lock"
+checks.own(debug.getinfo(1, "S").source)
+
+local monotime = core.monotime
+local min = math.min
+
+local _M = {}
+
+local OPTIONS = {
+  ttl = true, wait = true, watchdog = true, on_lost = true, max_hold = true,
+  notify = true, spin = true,
+}
+_M.DEFAULT_TTL = 30
+local MAX_SPIN = 1
+
+--- Checks the options of a share's acquire (read, write, a permit).
+-- syntax: opts, ttl, wait, max_hold = waiting.settings(fname, opts)
+function _M.settings(fname, opts)
+  opts = checks.check_options(fname, opts, OPTIONS)
+  local ttl = opts.ttl == nil and _M.DEFAULT_TTL or opts.ttl
+  lockmod.check_ttl(fname, ttl)
+  local wait = opts.wait == nil and 0 or opts.wait
+  checks.check_number(fname, "wait", wait, 0, lockmod.MAX_TTL, true)
+  checks.check_type(fname, "watchdog", opts.watchdog, "boolean", true)
+  checks.check_callable(fname, "on_lost", opts.on_lost, true)
+  checks.check_type(fname, "notify", opts.notify, "boolean", true)
+  if opts.spin ~= nil then checks.check_number(fname, "spin", opts.spin, 0, MAX_SPIN) end
+  if opts.max_hold ~= nil then
+    checks.check_number(fname, "max_hold", opts.max_hold, lockmod.MIN_TTL, lockmod.MAX_TTL)
+  end
+  return opts, ttl, wait, opts.max_hold
+end
+
+--- Tries until taken or `wait` seconds passed.
+-- try(t0, block_ms) -> lease | nil, err, holder_ms: one attempt sent at t0;
+-- block_ms: how long we would block after it (0: we will not, so it must
+-- not register us as a waiter). signal: the list a release wakes us on.
+-- heartbeat: the longest block (seconds), nil for none.
+-- Returns the lease, or nil, "busy" / "timeout" / err.
+function _M.run(client, try, signal, wait, opts, heartbeat)
+  local ch = client._conn
+  local notify = opts.notify ~= false and wait > 0
+  local deadline = monotime() + wait
+  local attempt = 0
+  while true do
+    local t0 = monotime()
+    local limit = min(deadline - t0, 3600, heartbeat or 3600)
+    local got, err, holder_ms = try(t0, notify and math.ceil(limit * 1000) or 0)
+    if got or wait == 0 then return got, err end
+    local now = monotime()
+    if now >= deadline then
+      return nil, err == "busy" and "timeout" or err
+    end
+    attempt = attempt + 1
+    limit = min(deadline - now, 3600, heartbeat or 3600)
+    -- holder_ms: until the share in the way ends at most (0: within a
+    -- millisecond; negative: none known)
+    if holder_ms and holder_ms > 0 then limit = min(limit, holder_ms / 1000) end
+    if err == "busy" and holder_ms == 0 then
+      ch:sleep(0.001)
+    elseif notify and err == "busy" and limit >= 0.001 then
+      local woken = client:_wait_release(signal, limit, limit >= deadline - now, opts.spin)
+      if not woken then ch:sleep(min(backoff.delay(attempt), limit)) end
+    else
+      ch:sleep(min(backoff.delay(attempt), limit))
+    end
+  end
+end
+
+return _M
