@@ -37,7 +37,15 @@ Columns:
                 script and every redis.call() inside it
 
 Then, per variant, the functions with the most instructions per cycle
-(self cost, from the callgrind profiles, the Lua interpreter as one line).
+(self cost). Debian's lua5.4 is stripped, so for the redislock variants
+these come from two more runs of the same worker on bench/lua_host.c, a
+minimal lua(1) linked with Debian's static liblua5.4.a, which keeps its
+symbols (same Lua release; its own instr/cycle is printed beside them so
+the two can be compared); the table's figures come from /usr/bin/lua5.4.
+For those variants it also lists the Lua functions that run the most
+bytecode per cycle (a count hook on every VM instruction, natively, over
+VM_CYCLES cycles: bench/callgrind_worker.lua "vm"), the Lua half of where
+luaV_execute's instructions go.
 Profiles are kept in bench/out/callgrind/ for callgrind_annotate. Needs
 valgrind (tools/deps.sh valgrind); strace is optional (its column is then
 "-"). Nothing here is a test: the exit status is non-zero only when a run
@@ -55,18 +63,20 @@ local N1 = tonumber(arg and arg[1]) or 1000
 local N2 = tonumber(arg and arg[2]) or 5000
 assert(N2 > N1, "N2 must be larger than N1")
 local RAW_SRC, RAW_BIN = "bench/cycle_raw.c", "bench/out/cycle_raw"
+local HOST_SRC, HOST_BIN = "bench/lua_host.c", "bench/out/lua_host"
 local OUT = "bench/out/callgrind"
 local TOP = 12
+local VM_CYCLES = 300
 local printf, quote = lib.printf, helpers.quote
 
 local VARIANTS = {
   { name = "raw-hiredis", cmd = function(srv, key, n)
       return table.concat({ quote(RAW_BIN), srv.host, srv.port, quote(key), n, "quiet" }, " ")
     end },
-  { name = "redislock", cmd = function(srv, key, n)
+  { name = "redislock", lua = true, cmd = function(srv, key, n)
       return helpers.lua_cmd("bench/callgrind_worker.lua", srv.url, key, n, 1)
     end },
-  { name = "redislock-nowatchdog", cmd = function(srv, key, n)
+  { name = "redislock-nowatchdog", lua = true, cmd = function(srv, key, n)
       return helpers.lua_cmd("bench/callgrind_worker.lua", srv.url, key, n, 0)
     end },
 }
@@ -93,7 +103,7 @@ local function short_object(ob)
   if base == "core.so" then return "core.so" end
   if base:find("^libhiredis") then return "hiredis" end
   if base:find("^libc[%.%-]") or base:find("^libpthread") or base:find("^libm[%.%-]") then return "libc" end
-  if base:find("^lua5") or base:find("^liblua") then return "lua" end
+  if base:find("^lua5") or base:find("^liblua") or base == "lua_host" then return "lua" end
   return "other"
 end
 
@@ -142,11 +152,25 @@ local function profile(path)
   return cost, total
 end
 
-local function callgrind(v, srv, n)
-  local file = ("%s/%s-%d.out"):format(OUT, v.name, n)
+-- Builds bench/lua_host.c; true when it can be used.
+local function build_host()
+  local out, code = helpers.sh("cc -O2 -Wall -Wextra $(pkg-config --cflags lua5.4) " .. HOST_SRC ..
+    " $(pkg-config --variable=libdir lua5.4)/liblua5.4.a -lm -ldl -Wl,-E -o " .. HOST_BIN .. " 2>&1")
+  if code ~= 0 then printf("bench/lua_host.c could not be built (%s): Lua's share stays unnamed\n", out:sub(1, 200)) end
+  return code == 0
+end
+
+-- host: run a Lua variant on bench/lua_host.c instead of the stock lua5.4.
+local function callgrind(v, srv, n, host)
+  local file = ("%s/%s%s-%d.out"):format(OUT, v.name, host and "-named" or "", n)
   os.remove(file)
-  local out, err = run("valgrind --tool=callgrind --callgrind-out-file=" .. quote(file) .. " " ..
-    v.cmd(srv, "bench:callgrind:" .. v.name, n))
+  local cmd = v.cmd(srv, "bench:callgrind:" .. v.name, n)
+  if host then
+    local bin = quote(helpers.lua_bin)
+    assert(cmd:sub(1, #bin) == bin, "not a lua_cmd command line")
+    cmd = quote(HOST_BIN) .. cmd:sub(#bin + 1)
+  end
+  local out, err = run("valgrind --tool=callgrind --callgrind-out-file=" .. quote(file) .. " " .. cmd)
   if not out then return nil, err end
   return profile(file)
 end
@@ -174,6 +198,21 @@ local function strace(v, srv, n)
   return calls
 end
 
+--- Lua bytecode ------------------------------------------------------------------
+
+-- VM instructions per cycle by Lua function, largest first, and their sum.
+local function vm_profile(v, srv)
+  local out, err = run(v.cmd(srv, "bench:vm:" .. v.name, VM_CYCLES) .. " vm", 300)
+  if not out then return nil, err end
+  local list, total = {}, 0
+  for count, where, name in out:gmatch("vm (%S+) (%S+) ([^\n]+)") do
+    count = tonumber(count)
+    total = total + count
+    list[#list + 1] = { where:gsub("^.*/lua/redislock/", "redislock/"), name, count }
+  end
+  return list, total
+end
+
 --- the server ------------------------------------------------------------------
 
 local function server_run(v, srv, raw, n)
@@ -198,7 +237,7 @@ local function per_cycle(a, b)
   return d
 end
 
-local function measure(v, srv, raw, with_strace)
+local function measure(v, srv, raw, with_strace, host)
   local r = { name = v.name }
   local c1, t1 = callgrind(v, srv, N1)
   if not c1 then r.error = t1 return r end
@@ -210,6 +249,19 @@ local function measure(v, srv, raw, with_strace)
   for k, x in pairs(r.fns) do
     local o = short_object(k:match("^([^\t]*)"))
     r.objects[o] = (r.objects[o] or 0) + x
+  end
+  if host and v.lua then
+    local h1, u1 = callgrind(v, srv, N1, true)
+    if not h1 then r.error = u1 return r end
+    local h2, u2 = callgrind(v, srv, N2, true)
+    if not h2 then r.error = u2 return r end
+    r.named_instr = (u2 - u1) / (N2 - N1)
+    r.named_fns = per_cycle(h1, h2)
+  end
+  if v.lua then
+    local list, total = vm_profile(v, srv)
+    if not list then r.error = total return r end
+    r.vm, r.vm_total = list, total
   end
   if with_strace then
     local s1, e1 = strace(v, srv, N1)
@@ -248,6 +300,7 @@ local function main()
   local _, code = helpers.sh("command -v valgrind >/dev/null 2>&1")
   if code ~= 0 then error("valgrind is not installed (tools/deps.sh valgrind)", 0) end
   lib.build_c(RAW_SRC, RAW_BIN)
+  local host = build_host()
   helpers.sh("mkdir -p " .. OUT)
   local with_strace = strace_available()
   local srv = helpers.start_redis()
@@ -260,7 +313,7 @@ local function main()
   if not with_strace then printf("strace is not installed: no syscalls column (tools/deps.sh strace)\n") end
   printf("\n")
   local results = {}
-  for _, v in ipairs(VARIANTS) do results[#results + 1] = measure(v, srv, raw, with_strace) end
+  for _, v in ipairs(VARIANTS) do results[#results + 1] = measure(v, srv, raw, with_strace, host) end
   raw:close()
   srv:stop()
 
@@ -283,9 +336,14 @@ local function main()
       printf("\n%s, per cycle:\n", r.name)
       if r.syscalls then printf("  syscalls: %s\n", listing(r.syscalls, "%s %.1f", 0.05)) end
       printf("  server commands (incl. inside scripts): %s\n", listing(r.cmds, "%s %.2f", 0.005))
-      printf("  top functions by instructions (self):\n")
+      if r.named_fns then
+        printf("  top functions by instructions (self), on bench/lua_host.c (%.1fk instr/cycle there):\n",
+          r.named_instr / 1000)
+      else
+        printf("  top functions by instructions (self):\n")
+      end
       local fns, lua = {}, 0
-      for key, x in pairs(r.fns) do
+      for key, x in pairs(r.named_fns or r.fns) do
         local ob, fn = key:match("^([^\t]*)\t(.*)$")
         if short_object(ob) == "lua" and fn:find("^0x") then
           lua = lua + x
@@ -293,10 +351,18 @@ local function main()
           fns[#fns + 1] = { ("%s (%s)"):format(fn, ob:match("([^/]+)$") or ob), x }
         end
       end
-      fns[#fns + 1] = { "Lua interpreter, unnamed (stripped lua5.4: VM, GC, tables, strings)", lua }
+      if lua ~= 0 then
+        fns[#fns + 1] = { "Lua interpreter, unnamed (stripped lua5.4: VM, GC, tables, strings)", lua }
+      end
       table.sort(fns, function(a, b) return a[2] > b[2] end)
       for i = 1, math.min(TOP, #fns) do
         if fns[i][2] >= 1 then printf("  %8.0f  %s\n", fns[i][2], fns[i][1]) end
+      end
+      if r.vm then
+        printf("  Lua functions by bytecode run (VM instructions per cycle, %.0f in all):\n", r.vm_total)
+        for i = 1, math.min(TOP, #r.vm) do
+          printf("  %8.0f  %s %s\n", r.vm[i][3], r.vm[i][2], r.vm[i][1])
+        end
       end
     end
   end
