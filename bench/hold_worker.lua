@@ -11,16 +11,15 @@
 --
 -- Both modes: acquire the N locks (watchdog on), let the watchdog run two
 -- periods (every lock renewed at least once, the schedule settled), then
--- measure over a window of exactly PERIODS periods. A window of whole
--- periods holds each lock's renewal exactly PERIODS times, whatever the
--- phase of the passes within it. At the window's edges: the process's CPU
--- time (os.clock: CLOCK_PROCESS_CPUTIME_ID, every thread, in ns; and
--- utime+stime from /proc/self/stat in 10 ms ticks), the watchdog thread's
--- own CPU time (/proc/self/task/TID/schedstat), its context switches (each
--- time it slept and was woken, or was preempted), the number of threads,
--- client:stats(), and the server's INFO stats (round trips as bench/lib.lua
--- counts them, on a connection of its own opened before the window) and
--- its main thread's CPU time.
+-- measure over a window of exactly PERIODS periods ("hold": starting half a
+-- period after a pass, so that it holds PERIODS passes). At the window's
+-- edges: the process's CPU time (os.clock: CLOCK_PROCESS_CPUTIME_ID, every
+-- thread, in ns; and utime+stime from /proc/self/stat in 10 ms ticks), the
+-- watchdog thread's own CPU time (/proc/self/task/TID/schedstat), its
+-- context switches (each time it slept and was woken, or was preempted),
+-- the number of threads, client:stats(), and the server's INFO stats (round
+-- trips as bench/lib.lua counts them, on a connection of its own opened
+-- before the window) and its main thread's CPU time.
 --
 -- "hold": the main thread sleeps through the window (one core.sleep), so
 -- nothing but the watchdog runs in the process.
@@ -123,7 +122,30 @@ local function edge(closing)
   return e
 end
 
+-- The renewals of one period are due at one moment (one pass) when the
+-- locks were taken within TTL/6 s of each other; each pass comes a little
+-- later than TTL/3 after the one before (a renewal is rescheduled from when
+-- it was sent, which is after it was due). A window of whole periods that
+-- starts right after a pass could then miss its last one by that drift: in
+-- "hold" mode the window starts half a period after a pass ends instead.
+local function align()
+  local deadline = core.monotime() + 2 * period
+  local last = client:stats().renewals
+  local changed_at
+  while core.monotime() < deadline do
+    core.sleep(0.005)
+    local now, r = core.monotime(), client:stats().renewals
+    if r ~= last then
+      last, changed_at = r, now
+    elseif changed_at and now - changed_at >= 0.02 then
+      core.sleep(math.max(0, changed_at + period / 2 - core.monotime()))
+      return
+    end
+  end
+end
+
 local passes = {}
+if mode == "hold" then align() end
 local a = edge()
 local window_end = a.t + periods * period
 if mode == "hold" then
