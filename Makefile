@@ -13,7 +13,11 @@
 #   make torture    fault-injection run with a report (DURATION=300 for the long one;
 #                   SENTINEL=1 over Sentinel, with failovers; REDLOCK=3 over
 #                   three Redlock masters)
-#   make bench      handoff benchmark against a C spin-poll baseline
+#   make bench      benchmarks against raw hiredis baselines (bench/README.md):
+#                   handoff, cycle, renew, watchdog CPU, callgrind, Redlock
+#                   latency (BENCH_LONG=1: the watchdog CPU run holds each lock
+#                   count 30 s, not 6)
+#   make bench-plot PNGs of handoff latency and watchdog cost into bench/plots/
 #   make fuzz       libFuzzer on the C core for FUZZ_SECONDS (30)
 #
 # Another Lua: make LUA_VERSION=5.1, or make LUA=luajit LUA_PC=luajit.
@@ -56,7 +60,7 @@ LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lu
 
 TARGET  = redislock/core.so
 
-.PHONY: all deps test-deps test specs lint demo install uninstall clean sanitize valgrind helgrind rock torture bench test51 testjit fuzz
+.PHONY: all deps test-deps test specs lint demo install uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 testjit fuzz
 
 all: $(TARGET)
 
@@ -122,17 +126,41 @@ torture: test-deps
 	@$(LUA) test/torture/run.lua --duration $(DURATION) --procs $(PROCS) $(if $(SEED),--seed $(SEED)) \
 	    $(if $(SENTINEL),--sentinel 1) $(if $(REDLOCK),--redlock $(REDLOCK))
 
-# The peers of bench/cycle.lua: redis-py from Debian, node-redlock from npm
-# (pinned by bench/peers/package-lock.json). A peer that cannot be installed
-# is skipped by the benchmark, which says so.
+# The benchmarks (bench/README.md). The peers of bench/cycle.lua: redis-py
+# from Debian, node-redlock from npm (pinned by bench/peers/package-lock.json);
+# a peer that cannot be installed is skipped by the benchmark, which says so.
+# valgrind runs bench/callgrind.lua, strace its syscall column. Each hold of
+# bench/watchdog_cpu.lua lasts BENCH_SECONDS (6; BENCH_LONG=1: 30).
+BENCH_SECONDS ?= $(if $(BENCH_LONG),30,6)
 bench: test-deps
-	@tools/deps.sh python3-redis
+	@tools/deps.sh python3-redis valgrind strace
 	@[ -d bench/peers/node_modules ] || ! command -v npm >/dev/null || \
 	 (cd bench/peers && npm ci --no-audit --no-fund --silent) || \
 	 echo "bench: npm ci failed in bench/peers; node-redlock will be skipped" >&2
 	@$(MAKE) --no-print-directory all
+	@echo "== bench/handoff.lua: handoff under contention"
 	@$(LUA) bench/handoff.lua
+	@echo; echo "== bench/cycle.lua: one uncontended cycle, timed"
 	@$(LUA) bench/cycle.lua
+	@echo; echo "== bench/renew.lua: renewing 10,000 held locks"
+	@$(LUA) bench/renew.lua
+	@echo; echo "== bench/watchdog_cpu.lua: the watchdog's cost, $(BENCH_SECONDS) s per lock count"
+	@$(LUA) bench/watchdog_cpu.lua $(BENCH_SECONDS)
+	@echo; echo "== bench/callgrind.lua: one uncontended cycle, counted"
+	@$(LUA) bench/callgrind.lua
+	@echo; echo "== bench/redlock.lua: acquire+release over 1, 3 and 5 masters"
+	@$(LUA) bench/redlock.lua
+
+# The plots bench/README.md links, from the data files `make bench` leaves
+# in bench/out/ (each benchmark that is missing its data runs first).
+bench-plot: test-deps
+	@tools/deps.sh gnuplot-nox
+	@$(MAKE) --no-print-directory all
+	@[ -f bench/out/handoff-spin-poll-x4.dat ] || $(LUA) bench/handoff.lua
+	@[ -f bench/out/watchdog-cpu.dat ] || $(LUA) bench/watchdog_cpu.lua $(BENCH_SECONDS)
+	@mkdir -p bench/plots
+	@gnuplot bench/plot.gp
+	@echo "bench-plot: bench/plots/handoff.png bench/plots/watchdog-cpu.png"
 
 # Lua 5.1 (the language of LuaJIT and OpenResty): build the core against
 # 5.1's headers into build/lua5.1/ and run the core specs on lua5.1.

@@ -9,8 +9,11 @@ Starts a throwaway redis-server (spec/helpers.lua) and runs, one after the
 other, each variant as its own process doing ITERATIONS (default 5000)
 cycles on a name nobody else takes:
 
-  raw-hiredis          bench/cycle_raw.c: SET NX PX, then a compare-and-delete
-                       EVAL. The least a correct lock can do: 2 round trips.
+  raw-hiredis          bench/cycle_raw.c: a fresh 128-bit token, SET NX PX,
+                       then a compare-and-delete EVALSHA (loaded before the
+                       loop). The least a correct lock can do: 2 round trips,
+                       with redislock's per-cycle work (token, EVALSHA) inside
+                       the timer.
   redislock            client:acquire(name, {ttl = 10}) + lock:release(),
                        watchdog on (the default): registration and
                        unregistration with the native thread included.
@@ -24,8 +27,10 @@ cycles on a name nobody else takes:
 A peer that is not installed is skipped with the reason. Each process times
 every cycle on a monotonic clock and prints them at the end. Reported per
 variant: p50 and p99 of a cycle in microseconds, cycles per second (cycles /
-the sum of their times: start-up excluded), and round trips per cycle as the
-server counts them (bench/lib.lua), then the ratios to raw-hiredis. Nothing
+the sum of their times: start-up excluded), round trips per cycle as the
+server counts them (bench/lib.lua), and redis-server's own CPU time per
+cycle (its main thread's schedstat over the variant's run, start-up and
+connection included), then the ratios to raw-hiredis. Nothing
 here is a test: the exit status is non-zero only when a variant fails.
 
 Placement (taskset): redis-server is pinned to CPU 0, and every variant runs
@@ -88,6 +93,7 @@ local failed = false
 local function run(v, srv, raw, cpu)
   local key = "bench:cycle:" .. v.name
   local before = lib.snapshot(raw)
+  local srv_ns0 = lib.thread_cpu_ns(srv.pid)
   local p = helpers.spawn("taskset -c " .. cpu .. " " .. v.cmd(srv, key))
   local code = p:wait(300)
   local ns = {}
@@ -99,6 +105,7 @@ local function run(v, srv, raw, cpu)
     return { name = v.name, error = ("exited %s after %d cycles: %s"):format(tostring(code), #ns, err:sub(1, 300)) }
   end
   if not lib.wait_clients_gone(raw) then failed = true end
+  local srv_ns = lib.thread_cpu_ns(srv.pid) - srv_ns0
   local after = lib.snapshot(raw)
   local total = 0
   for _, x in ipairs(ns) do total = total + x end
@@ -110,6 +117,7 @@ local function run(v, srv, raw, cpu)
     p99 = lib.percentile(ns, 0.99) / 1000,
     rate = #ns / (total / 1e9),
     rt = rt / #ns,
+    srv_us = srv_ns / 1000 / #ns,
     conns = conns,
   }
 end
@@ -142,9 +150,9 @@ local function main()
   srv:stop()
 
   for _, place in ipairs(placements) do
-    local fmt = "%-21s %9s %9s %10s %8s\n"
+    local fmt = "%-21s %9s %9s %10s %8s %14s\n"
     printf("%s\n", place.label)
-    printf(fmt, "variant", "p50 us", "p99 us", "cycles/s", "rt/cycle")
+    printf(fmt, "variant", "p50 us", "p99 us", "cycles/s", "rt/cycle", "server us/cycle")
     local base
     for _, r in ipairs(place.results) do
       if r.skipped then
@@ -154,7 +162,7 @@ local function main()
       else
         base = base or (r.name == "raw-hiredis" and r)
         printf(fmt, r.name, string.format("%.1f", r.p50), string.format("%.1f", r.p99),
-          string.format("%.0f", r.rate), string.format("%.2f", r.rt))
+          string.format("%.0f", r.rate), string.format("%.2f", r.rt), string.format("%.1f", r.srv_us))
       end
     end
     printf("ratios to raw-hiredis (p50: lower is better; cycles/s: higher is better)\n")

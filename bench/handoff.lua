@@ -73,6 +73,11 @@ releaser's unwatch, release script -> waiter's BLPOP returning, the waiter's
 retry round trip, its watchdog registration. It also counts how many
 wakeups lost the race to the releaser taking the lock again at once.
 
+Data: each variant's handoff latencies (the table's, not the traced runs')
+go to bench/out/handoff-<variant>-x<procs>.dat, one "<ms> <fraction of
+handoffs at or below it>" line per handoff, sorted (an empirical CDF), for
+`make bench-plot`. Nothing printed depends on them.
+
 Correctness: the final counter must equal acq in every variant, holds must
 not overlap in time, and redislock fences must be unique; any failure (or a
 worker exiting non-zero) makes this script exit 1. The performance target
@@ -269,6 +274,7 @@ local function run_variant(v, nprocs, srv, raw)
   end
   table.sort(handoffs)
   table.sort(reacq)
+  r.samples = handoffs
   r.handoffs = #handoffs
   r.p50 = percentile(handoffs, 0.50)
   r.p99 = percentile(handoffs, 0.99)
@@ -492,6 +498,19 @@ local function print_traced(traced)
   end
 end
 
+--- data for plots -----------------------------------------------------------------
+
+-- bench/out/handoff-<variant>-x<procs>.dat: the empirical CDF of one row's
+-- handoff latencies (bench/plot.gp draws them).
+local function write_samples(r)
+  local path = ("bench/out/handoff-%s-x%d.dat"):format(r.variant, r.procs)
+  local f = assert(io.open(path, "w"))
+  f:write(("# bench/handoff.lua: %s, %d processes, %d handoffs; columns: latency ms, fraction <= it\n")
+    :format(r.variant, r.procs, #r.samples))
+  for i, x in ipairs(r.samples) do f:write(("%.6f %.6f\n"):format(x, i / #r.samples)) end
+  f:close()
+end
+
 --- main -------------------------------------------------------------------------
 
 local function main()
@@ -511,6 +530,7 @@ local function main()
     for _, v in ipairs(VARIANTS) do
       local r = run_variant(v, n, srv, raw)
       results[#results + 1] = r
+      write_samples(r)
       printf("  ran %-21s x%d: %d acquisitions in %.2f s, counter %d\n", v.name, n, r.acq, r.wall, r.counter)
     end
   end

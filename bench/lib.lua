@@ -46,14 +46,17 @@ function M.build_c(src, bin)
   if code ~= 0 then error("building " .. bin .. " failed:\n" .. out, 0) end
 end
 
--- INFO sections as { field = number, calls = { command = calls } }.
+-- INFO sections as { field = number, calls = { command = calls },
+-- usec = { command = usec } }. A script's redis.call()s are counted (calls
+-- and usec) under their own commands too, and inside the script's usec.
 function M.info(raw, ...)
   local text = assert(raw:command("INFO", ...))
-  local t = { calls = {} }
+  local t = { calls = {}, usec = {} }
   for line in text:gmatch("[^\r\n]+") do
-    local cmd, calls = line:match("^cmdstat_([^:]+):calls=(%d+)")
+    local cmd, calls, usec = line:match("^cmdstat_([^:]+):calls=(%d+),usec=(%d+)")
     if cmd then
       t.calls[cmd] = tonumber(calls)
+      t.usec[cmd] = tonumber(usec)
     else
       local k, v = line:match("^([%w_]+):(%d+)$")
       if k then t[k] = tonumber(v) end
@@ -93,6 +96,44 @@ function M.round_trips(before, after)
   local reads = after.total_reads_processed - before.total_reads_processed
   local conns = after.total_connections_received - before.total_connections_received
   return reads - conns - info_reads, conns
+end
+
+-- On-CPU time of one thread in nanoseconds (/proc/PID/task/TID/schedstat,
+-- field 1: exact, where /proc/PID/stat counts 10 ms clock ticks). TID
+-- defaults to PID, the main thread (for redis-server: the one that runs
+-- every command). nil when the thread is gone.
+function M.thread_cpu_ns(pid, tid)
+  local f = io.open(("/proc/%s/task/%s/schedstat"):format(pid, tid or pid), "r")
+  if not f then return nil end
+  local s = f:read("l")
+  f:close()
+  return s and tonumber(s:match("^(%d+)"))
+end
+
+-- utime + stime of a whole process (every thread) in seconds, from
+-- /proc/PID/stat (fields 14 and 15, clock ticks of 1/100 s: Linux's USER_HZ).
+function M.process_cpu_s(pid)
+  local f = io.open(("/proc/%s/stat"):format(pid or "self"), "r")
+  if not f then return nil end
+  local s = f:read("l")
+  f:close()
+  -- comm (field 2) may hold spaces and parens: count from the last ") "
+  local rest = s and s:match(".*%) (.*)$")
+  if not rest then return nil end
+  local fields = {}
+  for x in rest:gmatch("%S+") do fields[#fields + 1] = x end
+  -- rest starts at field 3 (state): utime is field 14, stime 15
+  return (tonumber(fields[12]) + tonumber(fields[13])) / 100
+end
+
+-- "lo-hi" of a list of numbers formatted with fmt, or the one value.
+function M.range(list, fmt)
+  fmt = fmt or "%.2f"
+  if #list == 0 then return "-" end
+  local lo, hi = math.huge, -math.huge
+  for _, x in ipairs(list) do lo, hi = math.min(lo, x), math.max(hi, x) end
+  local a, b = fmt:format(lo), fmt:format(hi)
+  return a == b and a or (a .. "-" .. b)
 end
 
 return M
