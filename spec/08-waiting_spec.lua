@@ -103,7 +103,11 @@ describe("waiting", function()
         worst = math.max(worst, holds[i][1] - holds[i - 1][2])
       end
     end
-    assert.is_true(handoffs >= 900, "only " .. handoffs .. " handoffs")
+    -- Most holds alternate; on a loaded machine a releaser sometimes takes
+    -- the lock back before the woken waiter runs (that is no lost wakeup:
+    -- the waiter is woken again by the next release). A lost wakeup shows
+    -- as a stall of up to the 30 s ttl, which `worst` catches.
+    assert.is_true(handoffs >= 500, "only " .. handoffs .. " handoffs")
     assert.is_true(worst < 1, string.format("a handoff took %.3f s", worst))
     assert.equal("1000", srv:cli_raw("GET", "handoff-counter"))
   end)
