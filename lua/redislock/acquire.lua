@@ -158,7 +158,7 @@ return function(Client)
       return self:_grant_entry(name, keys, token, r[2], t0, ttl, opts, max_hold)
     elseif mode == "fair" then
       r, err = ch:script("acquire_fair", keys.lock, keys.fence, keys.queue, keys.deadlines,
-        keys.leases, keys.signal .. ":" .. token, token, ttl_ms(ttl), FAIR_KEEP_MS,
+        keys.leases, keys.signal .. ":" .. token, keys.waiters, token, ttl_ms(ttl), FAIR_KEEP_MS,
         fair_grant_ms(ttl), self._fence_ttl_ms)
     else
       r, err = ch:script("acquire", keys.lock, keys.fence, keys.waiters, token,

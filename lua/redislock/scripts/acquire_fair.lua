@@ -7,7 +7,9 @@
 -- forward.
 -- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] queue (list of tokens),
 -- KEYS[4] queue deadlines (sorted set token -> ms), KEYS[5] queued leases
--- (hash token -> ttl ms), KEYS[6] this waiter's own signal list
+-- (hash token -> ttl ms), KEYS[6] this waiter's own signal list, KEYS[7]
+-- the waiters flag (set while the line exists: release looks at the line
+-- only when it is set)
 -- ARGV[1] owner token (also the waiter's place in line), ARGV[2] lease in ms,
 -- ARGV[3] how long in ms the waiter keeps its place without trying again,
 -- ARGV[4] the lease in ms a release hands over with the lock (short, so a
@@ -28,10 +30,13 @@ if redis.replicate_commands then redis.replicate_commands() end -- TIME before w
 -- grants come faster than one per microsecond, which a script cannot).
 local function next_fence(key)
   local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local f = tonumber(redis.call('GET', key) or '0') + 1
-  if f < now then f = now end
-  redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[5])
+  local f = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  -- one write in the common case: the clock is ahead of the last fence
+  local last = redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[5], 'GET')
+  if last and tonumber(last) >= f then
+    f = tonumber(last) + 1
+    redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[5])
+  end
   return f
 end
 local t = redis.call('TIME')
@@ -68,6 +73,9 @@ end
 local keep = tonumber(ARGV[3])
 redis.call('ZADD', KEYS[4], now + keep, ARGV[1])
 redis.call('HSET', KEYS[5], ARGV[1], ARGV[4])
--- An abandoned queue disappears on its own.
+-- An abandoned queue disappears on its own; the flag lives as long.
 for i = 3, 5 do redis.call('PEXPIRE', KEYS[i], keep + 60000) end
+if redis.call('PTTL', KEYS[7]) < keep + 60000 then
+  redis.call('SET', KEYS[7], '1', 'PX', keep + 60000)
+end
 return {0, redis.call('PTTL', KEYS[1])}

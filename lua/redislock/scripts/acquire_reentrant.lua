@@ -18,10 +18,13 @@ if redis.replicate_commands then redis.replicate_commands() end -- TIME before w
 -- The fence rule of acquire.lua: max(last + 1, the server's clock in us).
 local function next_fence(key)
   local t = redis.call('TIME')
-  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local f = tonumber(redis.call('GET', key) or '0') + 1
-  if f < us then f = us end
-  redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[4])
+  local f = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  -- one write in the common case: the clock is ahead of the last fence
+  local last = redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[4], 'GET')
+  if last and tonumber(last) >= f then
+    f = tonumber(last) + 1
+    redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[4])
+  end
   return f
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -44,6 +47,10 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if ARGV[3] == '1' then
-  redis.call('SET', KEYS[3], '1', 'PX', math.max(pttl, 0) + 1000)
+  -- (never shortened: fair waiters keep it as long as their line)
+  local keep = math.max(pttl, 0) + 1000
+  if redis.call('PTTL', KEYS[3]) < keep then
+    redis.call('SET', KEYS[3], '1', 'PX', keep)
+  end
 end
 return {0, pttl}

@@ -1,5 +1,6 @@
 -- release: compare-and-delete; only the owner's token removes the key.
--- Then, if fair waiters are queued, hand the lock straight to the first live
+-- Then, if someone waits (the waiters flag, which fair waiters set too), and
+-- fair waiters are queued, hand the lock straight to the first live
 -- one: the lock is set to its token with its lease and a new fence, and the
 -- fence is pushed to that waiter's own list, where its BLPOP returns it as
 -- the grant (one hop, no retry race). Otherwise, if non-fair waiters wait
@@ -23,16 +24,25 @@ if redis.replicate_commands then redis.replicate_commands() end -- TIME before w
 -- grants come faster than one per microsecond, which a script cannot).
 local function next_fence(key)
   local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local f = tonumber(redis.call('GET', key) or '0') + 1
-  if f < now then f = now end
-  redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[2])
+  local f = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  -- one write in the common case: the clock is ahead of the last fence
+  local last = redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[2], 'GET')
+  if last and tonumber(last) >= f then
+    f = tonumber(last) + 1
+    redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[2])
+  end
   return f
 end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
+-- Every waiter, fair or not, keeps the waiters flag set while it waits:
+-- one check, and the uncontended release is done.
+local waiting = redis.call('PTTL', KEYS[2])
+if waiting <= 0 then
+  return 1
+end
 local head = redis.call('LINDEX', KEYS[4], 0)
 if head then
   local t = redis.call('TIME')
@@ -53,10 +63,7 @@ if head then
     head = redis.call('LINDEX', KEYS[4], 0)
   end
 end
-local waiting = redis.call('PTTL', KEYS[2])
-if waiting > 0 then
-  redis.call('RPUSH', KEYS[3], '1')
-  redis.call('LTRIM', KEYS[3], -1, -1)
-  redis.call('PEXPIRE', KEYS[3], waiting)
-end
+redis.call('RPUSH', KEYS[3], '1')
+redis.call('LTRIM', KEYS[3], -1, -1)
+redis.call('PEXPIRE', KEYS[3], waiting)
 return 1

@@ -16,10 +16,14 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- The fence rule of acquire.lua: max(last + 1, the server's clock in us).
 local function next_fence(key)
-  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local f = tonumber(redis.call('GET', key) or '0') + 1
-  if f < us then f = us end
-  redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[4])
+  local t = redis.call('TIME')
+  local f = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  -- one write in the common case: the clock is ahead of the last fence
+  local last = redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[4], 'GET')
+  if last and tonumber(last) >= f then
+    f = tonumber(last) + 1
+    redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[4])
+  end
   return f
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
