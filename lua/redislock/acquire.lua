@@ -40,7 +40,7 @@ end
 local OPTIONS = {
   ttl = true, wait = true, watchdog = true, on_lost = true, max_hold = true,
   notify = true, fair = true, spin = true, replicas = true, replicas_timeout = true,
-  reentrant = true, owner = true,
+  reentrant = true, owner = true, fence = true,
 }
 
 -- Checks acquire's options once; returns the settings the loop uses.
@@ -65,6 +65,10 @@ local function settings(fname, name, opts)
     checks.check_string(fname, "owner", opts.owner)
     if not opts.reentrant then checks.argerror(fname, "owner", "only with reentrant = true") end
     if #opts.owner >= 64 then checks.argerror(fname, "owner", "at most 63 bytes") end
+  end
+  check_type(fname, "fence", opts.fence, "boolean", true)
+  if opts.fence == false and (opts.fair or opts.reentrant) then
+    checks.argerror(fname, "fence", "fair and reentrant locks always carry a fence")
   end
   if opts.reentrant and opts.fair then
     checks.argerror(fname, "fair", "a reentrant lock cannot be fair")
@@ -147,10 +151,25 @@ return function(Client)
   end
 
   -- One attempt, sent at t0. Returns the lock; or nil, err, holder_ms.
-  function Client:_try(name, keys, token, ttl, mode, opts, max_hold, t0)
+  -- first: the call's first attempt.
+  function Client:_try(name, keys, token, ttl, mode, opts, max_hold, t0, first)
     local ch = self._conn
     local r, err
-    if opts.reentrant then
+    if opts.fence == false and (first or mode == "poll") then
+      -- No fence asked for: a plain SET NX PX, no script. A waiter's later
+      -- attempts use the script, which also tells releases someone waits.
+      r, err = ch:command("SET", keys.lock, token, "NX", "PX", ttl_ms(ttl))
+      if r == nil then return nil, err end
+      if r == "OK" then
+        r = { 1 }
+      elseif mode == "poll" then
+        return nil, "busy"
+      else
+        r = nil   -- busy, and we will wait: the script registers us
+      end
+    end
+    if r then -- luacheck: ignore 542 (taken by the plain SET)
+    elseif opts.reentrant then
       r, err = ch:script("acquire_reentrant", keys.lock, keys.fence, keys.waiters, keys.count, token,
         ttl_ms(ttl), mode == "notify" and "1" or "0", self._fence_ttl_ms)
       if not r then return nil, err end
@@ -186,7 +205,7 @@ return function(Client)
         return nil, werr
       end
     end
-    return self:_grant(name, keys, token, r[2], t0, ttl, ttl, opts, max_hold)
+    return self:_grant(name, keys, token, opts.fence ~= false and r[2] or nil, t0, ttl, ttl, opts, max_hold)
   end
 
   --- Takes the lock `name`, waiting up to opts.wait seconds for it.
@@ -216,7 +235,7 @@ return function(Client)
     local lock, err, holder_ms
     while true do
       local t_try = monotime()
-      lock, err, holder_ms = self:_try(name, keys, token, ttl, mode, opts, max_hold, t_try)
+      lock, err, holder_ms = self:_try(name, keys, token, ttl, mode, opts, max_hold, t_try, attempt == 0)
       if lock or wait == 0 then break end
       local now = monotime()
       if now >= deadline then

@@ -12,8 +12,8 @@
 -- Returns {1, fence} when taken, {0, ms} when not (ms: until the writer's
 -- lease or the first reader's lease ends).
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 -- The fence rule of acquire.lua: max(last + 1, the server's clock in us).
 local function next_fence(key)
   local t = redis.call('TIME')
