@@ -8,6 +8,7 @@
  * the socket and the request bytes are ours.
  */
 #define _GNU_SOURCE
+#include "proc_id.h"
 #include "conn.h"
 
 #include <errno.h>
@@ -264,7 +265,7 @@ static void conn_read_info(conn *c, const redisReply *r) {
 
 static int conn_begin(conn *c) {
     conn_drop(c);
-    c->pid = getpid();
+    c->pid = proc_id();
     c->reader = redisReaderCreate();
     if (c->reader == NULL || conn_queue_handshake(c) != 0) {
         conn_fail(c, CONN_ENOMEM, "failed", "out of memory");
@@ -392,7 +393,7 @@ void conn_adopt_fd(conn *c, int fd) {
     conn_drop(c);
     c->reader = redisReaderCreate();
     c->fd = fd;
-    c->pid = getpid();
+    c->pid = proc_id();
 }
 
 /* ---- blocking use ------------------------------------------------------------ */
@@ -486,7 +487,7 @@ int conn_resolve(conn *c, int64_t deadline) {
 
 int conn_ensure(conn *c) {
     int64_t deadline;
-    if (c->fd >= 0 && c->pid != getpid()) conn_drop(c);
+    if (c->fd >= 0 && c->pid != proc_id()) conn_drop(c);
     if (c->fd >= 0 && !c->connecting && c->hs_next >= c->hs_n) return 0;
     deadline = deadline_in_ms(c->cfg.connect_timeout_ms);
     if (conn_resolve(c, deadline) != 0) return -1;

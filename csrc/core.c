@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc_id.h"
 #include "lua.h"
 #include "lauxlib.h"
 #include "compat.h"
@@ -65,7 +66,7 @@ static int global_drift(lua_State *L) {
 
 /* core.getpid() -> this process' pid: tells a forked child from its parent. */
 static int global_getpid(lua_State *L) {
-    lua_pushinteger(L, (lua_Integer)getpid());
+    lua_pushinteger(L, (lua_Integer)proc_id());
     return 1;
 }
 

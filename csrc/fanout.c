@@ -2,6 +2,7 @@
  * fanout.c: one request on every node at once, polled (see fanout.h).
  */
 #define _GNU_SOURCE
+#include "proc_id.h"
 #include "fanout.h"
 
 #include <errno.h>
@@ -100,7 +101,7 @@ static int fanout_step(fanout_node *f, fanout_result *res, short revents, const 
 static int fanout_send(fanout_node *f, fanout_result *res, const script_def *s, int nargs,
                        const char **args, const size_t *lens) {
     conn *c = f->c;
-    if (c->fd >= 0 && c->pid != getpid()) conn_drop(c);
+    if (c->fd >= 0 && c->pid != proc_id()) conn_drop(c);
     if (c->fd < 0) {
         int started = conn_start(c);
         if (started < 0) {

@@ -4,6 +4,7 @@
  * policy in wd_sched.c, fork handling in wd_fork.c.
  */
 #define _GNU_SOURCE
+#include "proc_id.h"
 #include "wd_internal.h"
 
 #include <errno.h>
@@ -30,7 +31,7 @@ wd *wd_new(topo *t, char *errbuf, size_t errlen) {
     topo_retain(t);
     w->t = t;
     w->refs = 1;
-    w->pid = getpid();
+    w->pid = proc_id();
     pthread_mutex_init(&w->mu, NULL);
     wd_fork_register(w);
     return w;
@@ -56,7 +57,7 @@ void wd_retain(wd *w) {
  * network, the wakeup ends the thread's poll at once. */
 static void wd_join(wd *w) {
     pthread_mutex_lock(&w->mu);
-    if (!w->running || w->pid != getpid()) {
+    if (!w->running || w->pid != proc_id()) {
         w->running = 0;
         pthread_mutex_unlock(&w->mu);
         return;
@@ -221,7 +222,7 @@ int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t tokl
         e->slack = (e->next_at - now) / 2;
     }
     e->hold_until = hold_until_ms;
-    e->pid = getpid();
+    e->pid = proc_id();
     e->state = WD_HELD;
     e->heap_pos = -1;
     e->slot = w->t->mode == TOPO_CLUSTER ? slot_of(key, klen) : -1;
@@ -299,7 +300,7 @@ int wd_status(wd *w, uint64_t id, int64_t *lease_end_ms) {
     e = wd_idmap_get(&w->ids, id);
     if (e == NULL) {
         state = WD_STOPPED;
-    } else if (e->pid != getpid()) {
+    } else if (e->pid != proc_id()) {
         state = WD_FORKED;
     } else {
         state = e->state;
@@ -321,7 +322,7 @@ void wd_renewed(wd *w, uint64_t id, int64_t ttl_ms, int64_t lease_end_ms, int64_
     wd_entry *e;
     pthread_mutex_lock(&w->mu);
     e = wd_idmap_get(&w->ids, id);
-    if (e != NULL && e->state == WD_HELD && e->pid == getpid()) {
+    if (e != NULL && e->state == WD_HELD && e->pid == proc_id()) {
         /* A renewal of ours was on the wire while the Lua side's extend
          * was, or was answered after that extend was sent: Redis may have
          * run either PEXPIRE last, so count on the earlier of the two ends

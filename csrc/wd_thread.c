@@ -11,6 +11,7 @@
  * ended unanswered, then sleep until the next of those moments.
  */
 #define _GNU_SOURCE
+#include "proc_id.h"
 #include "wd_internal.h"
 
 #include <errno.h>
@@ -153,6 +154,6 @@ int wd_thread_start(wd *w, char *errbuf, size_t errlen) {
         return -1;
     }
     w->running = 1;
-    w->pid = getpid();
+    w->pid = proc_id();
     return 0;
 }

@@ -24,6 +24,36 @@ describe("redislock.core", function()
     assert.equal(16, digits)
   end)
 
+  it("gives a fork child tokens of its own (none of the parent's buffered ones) and its own pid", function()
+    core.token()                       -- the parent's buffer now holds unused bytes
+    local parent_pid = core.getpid()
+    local out = helpers.tmpdir() .. "/child-tokens.txt"
+    local pid = assert(core.fork())
+    if pid == 0 then
+      local f = io.open(out, "w")
+      f:write(core.getpid(), "\n")
+      for _ = 1, 64 do f:write(core.token(), "\n") end
+      f:close()
+      core._exit(0)
+    end
+    local parent = {}
+    for i = 1, 64 do parent[i] = core.token() end
+    core.waitpid(pid)
+    local text = read(out)
+    local child_pid = tonumber(text:match("^(%d+)"))
+    assert.equal(pid, child_pid)
+    assert.is_not.equal(parent_pid, child_pid)
+    assert.equal(parent_pid, core.getpid())
+    local mine = {}
+    for _, t in ipairs(parent) do mine[t] = true end
+    local n = 0
+    for t in text:gmatch("\n(%x+)") do
+      n = n + 1
+      assert(not mine[t], "the child drew one of the parent's tokens")
+    end
+    assert.equal(64, n)
+  end)
+
   it("counts on a lease minus 1% (rounded up to a ms) + 2 ms, for Lua and the watchdog alike", function()
     local function near(want, got) assert.is_true(math.abs(want - got) < 1e-9, want .. " vs " .. got) end
     near(0.102, core.drift(10))     -- 100 + 2 ms
