@@ -311,17 +311,18 @@ describe("the README's nginx.conf", function()
     install = replace_once(install, "PREFIX=/usr/local", "PREFIX=" .. prefix)
     local out, code = helpers.sh("cd " .. helpers.quote(ROOT) .. " && " .. install .. " 2>&1")
     assert(code == 0, out)
-    local conf = assert(text:match("```nginx\n(.-)```"), "no nginx block")
-    conf = replace_once(conf, "/usr/local", prefix, 2)
+    local readme_conf = assert(text:match("```nginx\n(.-)```"), "no nginx block")
+    readme_conf = replace_once(readme_conf, "/usr/local", prefix, 2)
     local port = helpers.free_port()
-    conf = replace_once(conf, "listen 127.0.0.1:8080;", "listen 127.0.0.1:" .. port .. ";")
-    conf = replace_once(conf, "redis://127.0.0.1:6379/0", srv.url .. "/0")
+    readme_conf = replace_once(readme_conf, "listen 127.0.0.1:8080;", "listen 127.0.0.1:" .. port .. ";")
+    readme_conf = replace_once(readme_conf, "redis://127.0.0.1:6379/0", srv.url .. "/0")
     local f = assert(io.open(dir .. "/nginx.conf", "w"))
-    f:write(conf)
+    f:write(readme_conf)
     f:close()
     local q = helpers.quote
-    nginx = helpers.spawn("exec nginx -p " .. q(dir) .. " -c " .. q(dir .. "/nginx.conf") .. " -e " .. q(dir .. "/error.log")
-      .. " -g " .. q("daemon off; pid " .. dir .. "/nginx.pid; error_log " .. dir .. "/error.log notice;"))
+    nginx = helpers.spawn("exec nginx -p " .. q(dir) .. " -c " .. q(dir .. "/nginx.conf") ..
+      " -e " .. q(dir .. "/error.log") ..
+      " -g " .. q("daemon off; pid " .. dir .. "/nginx.pid; error_log " .. dir .. "/error.log notice;"))
     base = "http://127.0.0.1:" .. port
     assert(helpers.wait_until(function() return (http.request(base .. "/report")) end, 10, 0.05),
       "nginx did not start: " .. nginx:stderr() .. error_log())
