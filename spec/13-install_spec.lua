@@ -3,6 +3,9 @@
 local helpers = require "spec.helpers"
 
 local quote = helpers.quote
+-- make as a user types it: not with the LUA that `make test` exports to
+-- its specs (nor `make sanitize`'s "valgrind ... lua5.4"), nor its flags.
+local MAKE = "env -u LUA -u MAKEFLAGS -u MAKELEVEL make --no-print-directory"
 local ROOT = (helpers.sh("pwd"):gsub("%s+$", ""))
 
 local function write(path, text, mode)
@@ -26,7 +29,7 @@ describe("make install", function()
 
   it("puts a command in PREFIX/bin that runs with no LUA_PATH, under cron's PATH, from anywhere", function()
     local prefix = helpers.tmpdir() .. "/opt"
-    local out, code = helpers.sh("make --no-print-directory install PREFIX=" .. quote(prefix) .. " 2>&1")
+    local out, code = helpers.sh(MAKE .. " install PREFIX=" .. quote(prefix) .. " 2>&1")
     assert.equal(0, code, out)
     local bin = prefix .. "/bin/redislock"
     -- the interpreter it runs is written in as an absolute path
@@ -39,7 +42,7 @@ describe("make install", function()
     assert.matches("^ran %d+\n$", out)
     -- the module paths are written in too (nothing else points at them)
     assert.truthy(launcher:find("[==[" .. prefix .. "/share/lua/5.4]==]", 1, true))
-    out, code = helpers.sh("make --no-print-directory uninstall PREFIX=" .. quote(prefix) .. " 2>&1")
+    out, code = helpers.sh(MAKE .. " uninstall PREFIX=" .. quote(prefix) .. " 2>&1")
     assert.equal(0, code, out)
     assert.is_false(exists(bin))
     assert.is_false(exists(prefix .. "/share/lua/5.4/redislock.lua"))
@@ -61,7 +64,7 @@ describe("make install", function()
       return
     end
     local prefix = helpers.tmpdir()
-    local out, code = helpers.sh("make --no-print-directory install DEPS=no LUA_VERSION=" .. version ..
+    local out, code = helpers.sh(MAKE .. " install DEPS=no LUA_VERSION=" .. version ..
       " PREFIX=" .. quote(prefix) .. " 2>&1")
     assert.equal(0, code, out)
     out, code = helpers.sh("cd / && env -i PATH=/usr/bin:/bin " .. quote(prefix .. "/bin/redislock") ..
@@ -74,11 +77,11 @@ end)
 
 describe("a plain make", function()
   it("installs the build packages first (tools/deps.sh), then builds", function()
-    local out, code = helpers.sh("make -n all 2>&1")
+    local out, code = helpers.sh(MAKE .. " -n all 2>&1")
     assert.equal(0, code, out)
     local deps = out:find("tools/deps.sh pkg-config liblua5.4-dev libhiredis-dev lua5.4", 1, true)
     assert.truthy(deps, out)
-    assert.is_nil(helpers.sh("make -n all DEPS=no 2>&1"):find("tools/deps.sh", 1, true))
+    assert.is_nil(helpers.sh(MAKE .. " -n all DEPS=no 2>&1"):find("tools/deps.sh", 1, true))
   end)
 
   it("tools/deps.sh is quiet and idempotent: apt only for what is missing, its output only on failure", function()
@@ -121,7 +124,7 @@ end)
 describe("CI", function()
   it("has make test52 and make test53, built apart like test51, and runs 5.1, 5.2, 5.3 and LuaJIT", function()
     for _, v in ipairs({ "2", "3" }) do
-      local out, code = helpers.sh("make -n test5" .. v .. " 2>&1")
+      local out, code = helpers.sh(MAKE .. " -n test5" .. v .. " 2>&1")
       assert.equal(0, code, out)
       assert.matches("build/lua5%." .. v .. "/redislock/core%.so", out)
       assert.matches("LUA=lua5%." .. v, out)

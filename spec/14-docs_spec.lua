@@ -3,6 +3,9 @@
 local helpers = require "spec.helpers"
 
 local quote = helpers.quote
+-- make as a user types it: not with the LUA that `make test` exports to
+-- its specs (nor `make sanitize`'s "valgrind ... lua5.4"), nor its flags.
+local MAKE = "env -u LUA -u MAKEFLAGS -u MAKELEVEL make --no-print-directory"
 local README = assert(helpers.read_file("README.md"))
 
 -- The text of the section whose heading starts with `title`.
@@ -46,7 +49,7 @@ describe("README", function()
   local function installed()
     if not prefix then
       prefix = helpers.tmpdir()
-      local out, code = helpers.sh("make --no-print-directory install PREFIX=" .. quote(prefix) .. " 2>&1")
+      local out, code = helpers.sh(MAKE .. " install PREFIX=" .. quote(prefix) .. " 2>&1")
       assert(code == 0, out)
     end
     return prefix
