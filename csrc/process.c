@@ -463,11 +463,30 @@ static int global_readable(lua_State *L) {
     return 1;
 }
 
-/* core.pipe() -> read_fd, write_fd | nil, err: both close-on-exec; the read
- * end does not block. */
+/* fd moved to 3 or above (close-on-exec), so that a pipe made while stdin,
+ * stdout or stderr is closed never becomes a child's 0, 1 or 2. */
+static int process_above_stdio(int fd) {
+    int moved;
+    if (fd > 2) return fd;
+    moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    close(fd);
+    return moved;
+}
+
+/* core.pipe() -> read_fd, write_fd | nil, err: both close-on-exec and above
+ * 2; the read end does not block. */
 static int global_pipe(lua_State *L) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return process_fail(L, "pipe");
+    fds[0] = process_above_stdio(fds[0]);
+    fds[1] = process_above_stdio(fds[1]);
+    if (fds[0] < 0 || fds[1] < 0) {
+        int e = errno;
+        if (fds[0] >= 0) close(fds[0]);
+        if (fds[1] >= 0) close(fds[1]);
+        errno = e;
+        return process_fail(L, "pipe");
+    }
     fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
     lua_pushinteger(L, fds[0]);
     lua_pushinteger(L, fds[1]);

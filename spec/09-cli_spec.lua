@@ -65,6 +65,23 @@ describe("redislock command", function()
     assert.equal("32", len)
     assert.truthy(tonumber(fd) > 2)
     assert.is_false(key_exists("env1"))
+    -- started with stdin closed: the lock's fd never becomes COMMAND's stdin
+    local p = helpers.spawn(cli("run", "env1", "--", "sh", "-c",
+      'echo "$REDISLOCK_FD"; [ -e /proc/$$/fd/0 ] && echo stdin-open; exit 0') .. " <&-")
+    assert.equal(0, p:wait(10))
+    assert.matches("^%d+\n$", p:stdout())
+    assert.truthy(tonumber(p:stdout()) > 2)
+    -- the job pipe is never made on 0, 1 or 2, whatever is closed
+    local out = helpers.tmpdir() .. "/fds"
+    p = helpers.spawn(helpers.lua_cmd(([[
+      local r, w = require("redislock.core").pipe()
+      local f = io.open(%q, "w")
+      f:write(r, " ", w)
+      f:close()
+    ]]):format(out)) .. " <&- >&- 2>&-")
+    assert.equal(0, p:wait(10))
+    local r, w = helpers.read_file(out):match("^(%d+) (%d+)$")
+    assert.is_true(tonumber(r) > 2 and tonumber(w) > 2, helpers.read_file(out))
   end)
 
   it("exactly one of two concurrent runs takes the lock; the other is silent unless --verbose", function()
@@ -206,6 +223,20 @@ describe("redislock command", function()
       local bg = helpers.tmpdir() .. "/bg"
       local t0 = helpers.monotime()
       local p = helpers.spawn(cli("run", "-o", name, "--", "sh", "-c", "sleep 3 & echo $! > " .. bg .. "; exit 0"))
+      assert.equal(0, p:wait(10))
+      assert.is_true(helpers.monotime() - t0 < 1.5)
+      assert.is_false(key_exists(name))
+      local pid = pid_in(bg)
+      assert.is_true(helpers.alive(pid))
+      helpers.kill(pid, "KILL")
+    end)
+
+    it("a daemon started with REDISLOCK_FD closed does not hold the lock (the README's bash form)", function()
+      local name = fresh()
+      local bg = helpers.tmpdir() .. "/daemon"
+      local t0 = helpers.monotime()
+      local p = helpers.spawn(cli("run", name, "--", "bash", "-c",
+        "sleep 3 {REDISLOCK_FD}>&- & echo $! > " .. bg .. "; exit 0"))
       assert.equal(0, p:wait(10))
       assert.is_true(helpers.monotime() - t0 < 1.5)
       assert.is_false(key_exists(name))
