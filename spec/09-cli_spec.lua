@@ -72,16 +72,16 @@ describe("redislock command", function()
     assert.matches("^%d+\n$", p:stdout())
     assert.truthy(tonumber(p:stdout()) > 2)
     -- the job pipe is never made on 0, 1 or 2, whatever is closed
-    local out = helpers.tmpdir() .. "/fds"
+    local fds = helpers.tmpdir() .. "/fds"
     p = helpers.spawn(helpers.lua_cmd(([[
       local r, w = require("redislock.core").pipe()
       local f = io.open(%q, "w")
       f:write(r, " ", w)
       f:close()
-    ]]):format(out)) .. " <&- >&- 2>&-")
+    ]]):format(fds)) .. " <&- >&- 2>&-")
     assert.equal(0, p:wait(10))
-    local r, w = helpers.read_file(out):match("^(%d+) (%d+)$")
-    assert.is_true(tonumber(r) > 2 and tonumber(w) > 2, helpers.read_file(out))
+    local r, w = helpers.read_file(fds):match("^(%d+) (%d+)$")
+    assert.is_true(tonumber(r) > 2 and tonumber(w) > 2, helpers.read_file(fds))
   end)
 
   it("exactly one of two concurrent runs takes the lock; the other is silent unless --verbose", function()
