@@ -1,6 +1,7 @@
 # redislock: build, test and install.
 #
-#   make            build redislock/core.so for Lua 5.4
+#   make            install missing Debian build packages, build
+#                   redislock/core.so for Lua 5.4 (DEPS=no: no packages)
 #   make test       install missing Debian packages, build, run the specs
 #   make demo       contended counter against a throwaway redis-server
 #   make lint       luacheck on lua/ and spec/
@@ -10,6 +11,7 @@
 #   make helgrind   watchdog specs under helgrind
 #   make rock       luarocks make into a temp tree, then require it from there
 #   make test51     core specs on Lua 5.1 (LuaJIT/OpenResty's language)
+#   make test52     the same specs on Lua 5.2 (and test53 on 5.3)
 #   make torture    fault-injection run with a report (DURATION=300 for the long one;
 #                   SENTINEL=1 over Sentinel, with failovers; REDLOCK=3 over
 #                   three Redlock masters)
@@ -60,9 +62,18 @@ LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lu
 
 TARGET  = redislock/core.so
 
-.PHONY: all deps test-deps test specs lint demo install uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 testjit fuzz
+.PHONY: all deps test-deps test specs lint demo install install-files uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 test52 test53 testjit fuzz
 
-all: $(TARGET)
+# DEPS=no: install no Debian packages (luarocks passes it: it brings the Lua
+# headers itself, and may not run as root). Without it a plain `make` on a
+# fresh Debian works: tools/deps.sh installs only what is missing, quietly,
+# and the sub-make reads pkg-config's flags once the packages are there.
+DEPS ?= yes
+DEPS_SH = $(if $(filter no,$(DEPS)),:,tools/deps.sh)
+
+all:
+	@$(DEPS_SH) $(BUILD_DEPS)
+	@$(MAKE) --no-print-directory $(TARGET)
 
 deps:
 	@tools/deps.sh $(BUILD_DEPS)
@@ -179,6 +190,19 @@ test51: test-deps
 	@REDISLOCK_CPATH="./build/lua5.1/?.so" LUA=lua5.1 BUSTED="$(BUSTED)" \
 	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS)
 
+# Lua 5.2 and 5.3: the same, each core in build/lua5.2/ or build/lua5.3/
+# (`make test52`, `make test53`; CI runs both).
+build/lua5.2/$(TARGET) build/lua5.3/$(TARGET): $(SRCS) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out $(LUA_CFLAGS),$(ALL_CFLAGS)) $$($(PKG_CONFIG) --cflags $(word 2,$(subst /, ,$@))) \
+	    $(ALL_LDFLAGS) -o $@ $(SRCS) $(LIBS)
+
+test52 test53: test-deps
+	@tools/deps.sh liblua5.$(subst test5,,$@)-dev lua5.$(subst test5,,$@)
+	@$(MAKE) --no-print-directory build/lua5.$(subst test5,,$@)/$(TARGET)
+	@REDISLOCK_CPATH="./build/lua5.$(subst test5,,$@)/?.so" LUA=lua5.$(subst test5,,$@) BUSTED="$(BUSTED)" \
+	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS)
+
 # LuaJIT, as OpenResty-like hosts run it: the same specs, the core built
 # against LuaJIT's headers into build/luajit/. OpenResty's branch (luajit2),
 # the one Debian's nginx Lua module links: Debian's own luajit conflicts
@@ -206,16 +230,30 @@ fuzz: test-deps
 rock: test-deps
 	@tools/rock_check.sh "$(LUA_VERSION)"
 
-# bin/redislock gets the absolute path of the Lua it was built for.
+# bin/redislock gets the absolute path of the Lua it was built for, and the
+# directories its modules go to, so it runs from any PREFIX with no LUA_PATH.
 LUA_ABS = $(shell command -v $(firstword $(LUA)) 2>/dev/null || echo /usr/bin/env $(LUA))
+INSTALL_PATHS = $(LUA_ABS)$(LUA_LMOD)$(LUA_CMOD)
 
-install: all
+# The core is compiled again for the Lua being installed (LUA_PC, or the
+# LUA_CFLAGS luarocks gives), apart from the checkout's ./redislock/core.so:
+# `make install LUA_PC=luajit` must never install a build for another Lua.
+install:
+	@$(DEPS_SH) $(BUILD_DEPS)
+	@$(MAKE) --no-print-directory install-files
+
+install-files: build/scripts_gen.h
+	$(foreach c,' | & \ ],$(if $(findstring $(c),$(INSTALL_PATHS)),$(error install paths must not contain $(c))))
+	@mkdir -p build/install
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o build/install/core.so $(SRCS) $(LIBS)
 	install -d $(DESTDIR)$(LUA_CMOD)/redislock $(DESTDIR)$(LUA_LMOD)/redislock/scripts $(DESTDIR)$(BINDIR)
-	install -m 0755 $(TARGET) $(DESTDIR)$(LUA_CMOD)/redislock/core.so
+	install -m 0755 build/install/core.so $(DESTDIR)$(LUA_CMOD)/redislock/core.so
 	install -m 0644 lua/redislock.lua $(DESTDIR)$(LUA_LMOD)/redislock.lua
 	install -m 0644 $(SCRIPTS) $(DESTDIR)$(LUA_LMOD)/redislock/scripts/
 	$(if $(LUA_MODULES),install -m 0644 $(LUA_MODULES) $(DESTDIR)$(LUA_LMOD)/redislock/)
-	sed '1s|.*|#!$(LUA_ABS)|' bin/redislock > $(DESTDIR)$(BINDIR)/redislock
+	sed -e "s|^lua=lua5.4 .*|lua='$(LUA_ABS)'|" \
+	    -e "s|^local LMOD, CMOD = nil, nil .*|local LMOD, CMOD = [==[$(LUA_LMOD)]==], [==[$(LUA_CMOD)]==]|" \
+	    bin/redislock > $(DESTDIR)$(BINDIR)/redislock
 	chmod 0755 $(DESTDIR)$(BINDIR)/redislock
 
 uninstall:

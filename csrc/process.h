@@ -5,8 +5,9 @@
 
 #include "lua.h"
 
-/* Adds fork, exec, waitpid, kill, _exit and signal helpers to the table on
- * top of the stack. */
+/* Adds fork, exec, waitpid, kill, _exit, signal helpers (signalfd, ignored
+ * signals) and job helpers (pipe, drain, subreaper, descendants) to the
+ * table on top of the stack. */
 void process_register(lua_State *L);
 
 #endif

@@ -1,6 +1,7 @@
--- luarocks make rockspec/redislock-scm-1.rockspec
+-- luarocks --lua-version 5.4 make rockspec/redislock-scm-1.rockspec
 -- Builds with the project's Makefile (the scripts are embedded into the C
--- core by a generator at build time), against Debian's hiredis.
+-- core by a generator at build time), against Debian's hiredis, for the Lua
+-- luarocks is told (Debian's luarocks defaults to 5.1: name the version).
 rockspec_format = "3.0"
 package = "redislock"
 version = "scm-1"
@@ -23,18 +24,31 @@ dependencies = {
 external_dependencies = {
   HIREDIS = { header = "hiredis/hiredis.h" },
 }
+-- Only variables luarocks defines (it has no LUA_VERSION). LUA is the full
+-- path of the chosen interpreter: the Makefile writes it into bin/redislock.
+-- DEPS = "no": the Makefile installs no Debian packages under luarocks.
+-- The install step compiles the core again, so it gets the same flags.
 build = {
   type = "make",
   build_variables = {
     LUA = "$(LUA)",
-    LUA_VERSION = "$(LUA_VERSION)",
     CFLAGS = "$(CFLAGS)",
     LUA_CFLAGS = "-I$(LUA_INCDIR)",
+    DEPS = "no",
   },
   install_variables = {
+    LUA = "$(LUA)",
+    CFLAGS = "$(CFLAGS)",
+    LUA_CFLAGS = "-I$(LUA_INCDIR)",
+    DEPS = "no",
     LUA_LMOD = "$(LUADIR)",
     LUA_CMOD = "$(LIBDIR)",
     BINDIR = "$(BINDIR)",
-    LUA_VERSION = "$(LUA_VERSION)",
   },
+}
+-- bin/redislock is a shell launcher (it reads the signals ignored at start
+-- before any Lua interpreter runs) that finds its modules from its own
+-- place in the tree: luarocks' Lua wrapper would skip the shell part.
+deploy = {
+  wrap_bin_scripts = false,
 }

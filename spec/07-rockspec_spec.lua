@@ -1,12 +1,34 @@
--- The rockspec installs offline with Debian's hiredis, and the installed
--- tree alone is enough to require redislock.
+-- The rockspec installs offline with Debian's hiredis, for the Lua that
+-- luarocks is told, and the installed tree alone is enough: to require
+-- redislock, and to run the redislock command under cron's environment.
 local helpers = require "spec.helpers"
 
 describe("rockspec", function()
-  it("luarocks make installs a tree that loads on its own", function()
+  it("luarocks make installs a tree that loads and runs on its own, without warnings", function()
+    -- tools/rock_check.sh fails on any luarocks warning (such as "unmatched
+    -- variable"), on an installed #!/usr/bin/lua, and on a bin/redislock
+    -- that does not run with PATH=/usr/bin:/bin and no LUA_PATH.
     local version = _VERSION:match("%d+%.%d+")
     local out, code = helpers.sh("tools/rock_check.sh " .. version .. " 2>&1")
     assert.equal(0, code, out)
     assert.matches("rock ok: redislock", out)
+    assert.matches("rock bin ok: redislock %S+ on /%S+/lua" .. version:gsub("%.", "%%."), out)
+  end)
+
+  it("the README's luarocks command names the Lua, as tools/rock_check.sh does", function()
+    local readme = assert(helpers.read_file("README.md"))
+    local commands = {}
+    for block in readme:gmatch("\n```%w*\n(.-\n)```") do  -- the code blocks
+      for line in block:gmatch("(luarocks [^\n]+)") do commands[#commands + 1] = line end
+    end
+    assert.is_true(#commands > 0, "no luarocks command in README.md")
+    for _, line in ipairs(commands) do
+      assert.equal("luarocks --lua-version 5.4 make rockspec/redislock-scm-1.rockspec", line)
+    end
+    local check = assert(helpers.read_file("tools/rock_check.sh"))
+    assert.truthy(check:find('luarocks --lua-version "$lua_version" make --tree "$tree"', 1, true))
+    -- and the rockspec uses only variables luarocks defines
+    local rockspec = assert(helpers.read_file("rockspec/redislock-scm-1.rockspec"))
+    assert.is_nil(rockspec:find("$(LUA_VERSION)", 1, true))
   end)
 end)

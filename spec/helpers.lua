@@ -496,10 +496,16 @@ Proc.__index = Proc
 -- session. proc.pid is the command's own pid when cmd is a single simple
 -- command (bash execs it), else the wrapping bash; kill() signals the whole
 -- process group so signals reach the command either way.
+--
+-- TMPDIR is the proc's own dir: temp dirs the command makes (a child Lua
+-- process using these helpers makes its servers' and procs' dirs there) go
+-- when the proc's dir goes, even if that child never cleans up after
+-- itself (os.exit without closing its state runs no __gc: torture/run.lua).
 function M.spawn(cmd)
   local dir = M.tmpdir()
   local p = setmetatable({ cmd = cmd, dir = dir }, Proc)
-  p.pid, p.guard_pid = guard("bash -c " .. quote(cmd), dir, dir .. "/stdout", dir .. "/stderr")
+  p.pid, p.guard_pid = guard("env TMPDIR=" .. quote(dir) .. " bash -c " .. quote(cmd), dir,
+    dir .. "/stdout", dir .. "/stderr")
   registry.procs[p] = true
   return p
 end

@@ -2,10 +2,15 @@
 # deps.sh: install the Debian packages a target needs, only those missing.
 #
 # usage: tools/deps.sh PACKAGE...
-# Idempotent and quiet: does nothing when all are installed; otherwise runs
-# `apt-get update` once (package lists may be absent on a fresh machine) and
-# `apt-get install -y` of exactly the missing ones.
+# Idempotent and quiet: does nothing and prints nothing when all are
+# installed (or when this is not a Debian-like system: no dpkg-query or
+# apt-get; the build then says what is missing). Otherwise prints one line,
+# runs `apt-get update` once (package lists may be absent on a fresh
+# machine) and `apt-get install -y` of exactly the missing ones; apt's own
+# output is shown only if it fails.
 set -eu
+
+command -v dpkg-query >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 || exit 0
 
 missing=""
 for pkg in "$@"; do
@@ -26,16 +31,23 @@ fi
 
 echo "deps.sh: installing$missing" >&2
 export DEBIAN_FRONTEND=noninteractive
+log=$(mktemp)
 # Packages such as redis-server and nginx start their service on install,
 # listening on default ports of every address. The specs start their own on
 # loopback, so forbid service starts for this install (policy-rc.d exit 101)
-# unless the machine already has a policy of its own.
-policy=/usr/sbin/policy-rc.d
+# unless the machine already has a policy of its own. (The path can be moved
+# for a test of this script.)
+policy=${DEPS_POLICY_RC_D:-/usr/sbin/policy-rc.d}
+cleanup="rm -f '$log'"
 if [ ! -e "$policy" ]; then
     printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
     $sudo chmod 755 "$policy"
-    trap '$sudo rm -f "$policy"' EXIT
+    cleanup="$cleanup; $sudo rm -f '$policy'"
 fi
-$sudo apt-get update -qq >/dev/null
+trap "$cleanup" EXIT
 # shellcheck disable=SC2086
-$sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
+if ! { $sudo apt-get update -qq && $sudo apt-get install -y -qq --no-install-recommends $missing; } >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "deps.sh: apt-get failed for:$missing" >&2
+    exit 1
+fi

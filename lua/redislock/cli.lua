@@ -1,7 +1,15 @@
 --- redislock.cli: the `redislock` command, a cross-host flock(1).
 --
--- Policy only: process mechanics (spawn, waitpid, signalfd) are in the C
--- core. `main(args)` returns the exit status; bin/redislock calls os.exit.
+-- Policy only: process mechanics (spawn, waitpid, signalfd, /proc) are in
+-- the C core. `main(args, launch)` returns the exit status; bin/redislock
+-- calls os.exit.
+--
+-- The job model of `run`, as flock(1) has it: the lock is held until every
+-- process of the job is gone. COMMAND and every process it starts inherit
+-- the write end of a pipe (REDISLOCK_FD); the guard keeps the lock until it
+-- reads end-of-file there. `-o` leaves the pipe out: the lock then covers
+-- COMMAND alone. The guard is the job's subreaper, so processes whose parent
+-- exits stay its descendants, and a lost lock's signals reach all of them.
 
 local redislock = require "redislock"
 local core = require "redislock.core"
@@ -11,16 +19,18 @@ local _M = { _VERSION = redislock._VERSION }
 -- Exit statuses, documented in --help and the README.
 local EXIT = {
   conflict = 1,        -- not taken (run: --conflict-exit-code); status: not held
-  usage = 2,           -- bad arguments, bad URL, bad numbers
+  usage = 2,           -- bad arguments, bad URL, bad numbers; nothing was done
   unavailable = 69,    -- Redis unreachable, refused, or answered an error
-  lost = 75,           -- run: the lock was lost while COMMAND ran
-  cannot_run = 127,    -- run: COMMAND could not be started
+  lost = 75,           -- run: the lock was lost while the job ran, and it was stopped
+  cannot_exec = 126,   -- run: COMMAND exists but could not be executed
+  cannot_run = 127,    -- run: COMMAND not found
 }
 _M.EXIT = EXIT
 
 local HELP = {
   main = [[
-usage: redislock [--version] [--help] COMMAND [ARGS]
+usage: redislock [-h|--help] [-V|--version] COMMAND [ARGS]
+       redislock help COMMAND
 
 Redis locks from the shell: run a job on one host only.
 
@@ -30,56 +40,84 @@ commands:
   release  release a lock with its holder's token
   break    delete a stuck lock
 
-Every command takes --url URL (default: $REDISLOCK_URL, then
-redis://127.0.0.1:6379) and --prefix P (key namespace).
-`redislock COMMAND --help` for details.]],
+Every command takes --url URL or --url-file FILE (default: $REDISLOCK_URL,
+then the file named by $REDISLOCK_URL_FILE, then redis://127.0.0.1:6379),
+--prefix P (key namespace) and --strict (refuse a Redis that may evict
+keys). `redislock help COMMAND` or `redislock COMMAND -h` for details.]],
 
   run = [[
-usage: redislock run [options] NAME -- COMMAND [ARG...]
+usage: redislock run [options] NAME [--] COMMAND [ARG...]
 
 Runs COMMAND while holding the lock NAME, renewed by the watchdog, like
-flock(1) across hosts. COMMAND gets REDISLOCK_NAME, REDISLOCK_TOKEN and
-REDISLOCK_FENCE in its environment. SIGINT, SIGTERM and SIGHUP are
-forwarded to it. The lock is released when COMMAND ends.
+flock(1) across hosts. Options go before NAME. COMMAND gets REDISLOCK_NAME,
+REDISLOCK_TOKEN, REDISLOCK_FENCE and REDISLOCK_FD in its environment, and
+not REDISLOCK_URL or REDISLOCK_URL_FILE (unless --keep-env).
+
+The lock is held until COMMAND and every process it started have exited
+(they all inherit the fd $REDISLOCK_FD, as with flock's lock file); -o
+releases it when COMMAND itself exits.
+
+Signals: HUP, INT, QUIT, TERM, USR1 and USR2 sent to this process by pid
+are passed on to COMMAND (to what is left of the job once COMMAND has
+exited). Those a terminal sends to the whole foreground group (^C, ^\,
+hangup) reached COMMAND already and are not sent again. A signal ignored
+when redislock started (nohup, `cmd &` in sh) stays ignored in COMMAND.
+If redislock itself dies, even by SIGKILL, COMMAND gets --death-signal.
 
 options:
   --url URL                 Redis URL (default: $REDISLOCK_URL)
+  --url-file FILE           read the URL from FILE, so that a password is
+                            not on the command line ($REDISLOCK_URL_FILE)
   --prefix P                key namespace
-  --ttl SECONDS             lease, renewed while COMMAND runs (default 30)
-  --wait SECONDS            wait this long for the lock (default 0: try once)
-  --conflict-exit-code N    exit status when not taken (default 1)
-  --on-lost term|kill|ignore  what to do to COMMAND if the lock is lost
-                            (default term: SIGTERM, then SIGKILL after
-                            --kill-after)
+  --strict                  refuse a Redis whose maxmemory-policy may
+                            evict the lock
+  --ttl SECONDS             lease, renewed while the job runs (default 30)
+  -n, --nonblock            do not wait for the lock (the default)
+  -w, --wait, --timeout SECONDS
+                            wait this long for the lock (default 0)
+  -E, --conflict-exit-code N  exit status when not taken (default 1)
+  -o, --close               hold the lock for COMMAND only, not for the
+                            processes it leaves in the background
+  --on-lost term|kill|ignore  what to do to the job if the lock is lost:
+                            term (default): SIGTERM, then SIGKILL after
+                            --kill-after; kill: SIGKILL; ignore: let it run
   --kill-after SECONDS      grace between SIGTERM and SIGKILL (default 10)
+  --death-signal SIG        sent to COMMAND if redislock dies (default TERM)
   --fence-env NAME          also export the fence as $NAME
-  --quiet                   no message when the lock is not taken
+  --keep-env                pass REDISLOCK_URL and REDISLOCK_URL_FILE on
+  --verbose                 say when the lock is busy or taken
+  --quiet                   say nothing when the lock is busy (the default)
+  -h, --help                this help
+  -V, --version             the version
 
 exit status:
   COMMAND's own status, or 128+N when it died of signal N
-  1    not taken (or --conflict-exit-code)
-  2    usage error
+  1    not taken (or the -E code)
+  2    usage error; nothing was done
   69   Redis unreachable or refused the request
-  75   the lock was lost while COMMAND ran (COMMAND was stopped
-       unless --on-lost ignore)
-  127  COMMAND could not be started]],
+  75   the lock was lost while the job ran, and the job was stopped
+       (with --on-lost ignore the status is COMMAND's own)
+  126  COMMAND exists but could not be executed
+  127  COMMAND not found]],
 
   status = [[
-usage: redislock status [--url URL] [--prefix P] [--show-token] NAME
+usage: redislock status [--url URL] [--url-file FILE] [--prefix P] [--strict]
+                        [--show-token] NAME
 
-Prints whether NAME is held, its remaining ttl and its fence counter.
-The holder's token is a secret and shown only with --show-token.
+Prints whether NAME is held, its remaining ttl and its fence counter, and
+any warning about the server (such as an eviction policy that can drop
+locks). The holder's token is a secret and shown only with --show-token.
 exit status: 0 held, 1 not held, 2 usage error, 69 Redis unreachable]],
 
   release = [[
-usage: redislock release [--url URL] [--prefix P] --token TOKEN NAME
+usage: redislock release [--url URL] [--url-file FILE] [--prefix P] --token TOKEN NAME
 
 Releases NAME if TOKEN is its holder's token (compare-and-delete).
 exit status: 0 released, 1 not held by TOKEN, 2 usage error,
 69 Redis unreachable]],
 
   ["break"] = [[
-usage: redislock break [--url URL] [--prefix P] --force NAME
+usage: redislock break [--url URL] [--url-file FILE] [--prefix P] --force NAME
 
 Deletes the lock NAME whoever holds it. The holder learns of it at its next
 renewal. Refuses without --force.
@@ -101,8 +139,59 @@ local function fail(code, msg)
   return code
 end
 
--- Parses options (given as a table of name -> kind: "flag", "string",
--- "number") until the first non-option or "--". Returns opts, rest.
+local function usage(msg)
+  error({ usage = msg }, 0)
+end
+
+--- Options ---------------------------------------------------------------
+
+-- An option table: long name -> kind ("flag", "string", "number") or
+-- { kind, key = canonical name }; short letters map to long names.
+local COMMON = {
+  url = "string", ["url-file"] = "string", prefix = "string", strict = "flag",
+  help = "flag", version = "flag",
+}
+local COMMON_SHORT = { h = "help", V = "version" }
+
+local function spec_of(extra, short)
+  local long, letters = {}, {}
+  for k, v in pairs(COMMON) do long[k] = v end
+  for k, v in pairs(extra or {}) do long[k] = v end
+  for k, v in pairs(COMMON_SHORT) do letters[k] = v end
+  for k, v in pairs(short or {}) do letters[k] = v end
+  return { long = long, short = letters }
+end
+
+local function set_option(opts, spec, name, shown, value, next_arg)
+  local kind = spec.long[name]
+  local key = name
+  if type(kind) == "table" then kind, key = kind[1], kind.key end
+  if kind == "flag" then
+    if value then usage(shown .. " takes no value") end
+    opts[key] = true
+    return false
+  end
+  local used_next = false
+  if value == nil then
+    value = next_arg
+    if value == nil then usage(shown .. " needs a value") end
+    used_next = true
+  end
+  if kind == "number" then
+    local n = tonumber(value)
+    if not n or n ~= n or n < 0 or n == math.huge then
+      usage(shown .. ": not a non-negative number: " .. value)
+    end
+    value = n
+  end
+  opts[key] = value
+  return used_next
+end
+
+-- Parses getopt-style options from args[first]: --name, --name=value,
+-- --name value, -x, -xVALUE, -x VALUE, and clusters of flags (-no). Stops
+-- at the first argument that is not an option, or after "--". Returns
+-- opts and the rest of the arguments.
 local function parse(args, first, spec)
   local opts, i = {}, first
   while i <= #args do
@@ -111,28 +200,30 @@ local function parse(args, first, spec)
       i = i + 1
       break
     end
-    if a:sub(1, 2) ~= "--" or a == "-" then break end
-    local name, value = a:match("^%-%-([%w-]+)=(.*)$")
-    name = name or a:sub(3)
-    local kind = spec[name]
-    if not kind then error({ usage = "unknown option --" .. name }) end
-    if kind == "flag" then
-      if value then error({ usage = "--" .. name .. " takes no value" }) end
-      opts[name] = true
+    if a:sub(1, 1) ~= "-" or a == "-" then break end
+    if a:sub(1, 2) == "--" then
+      local name, value = a:match("^%-%-([^=]+)=(.*)$")
+      name = name or a:sub(3)
+      if not spec.long[name] then usage("unknown option --" .. name) end
+      if set_option(opts, spec, name, "--" .. name, value, args[i + 1]) then i = i + 1 end
     else
-      if not value then
-        i = i + 1
-        value = args[i]
-        if value == nil then error({ usage = "--" .. name .. " needs a value" }) end
-      end
-      if kind == "number" then
-        local n = tonumber(value)
-        if not n or n ~= n or n < 0 or n == math.huge then
-          error({ usage = "--" .. name .. ": not a non-negative number: " .. value })
+      local j = 2
+      while j <= #a do
+        local letter = a:sub(j, j)
+        local name = spec.short[letter]
+        if not name then usage("unknown option -" .. letter) end
+        local kind = spec.long[name]
+        if type(kind) == "table" then kind = kind[1] end
+        if kind == "flag" then
+          set_option(opts, spec, name, "-" .. letter)
+          j = j + 1
+        else
+          local value = a:sub(j + 1)
+          if value == "" then value = nil end
+          if set_option(opts, spec, name, "-" .. letter, value, args[i + 1]) then i = i + 1 end
+          break
         end
-        value = n
       end
-      opts[name] = value
     end
     i = i + 1
   end
@@ -141,23 +232,56 @@ local function parse(args, first, spec)
   return opts, rest
 end
 
-local COMMON = { url = "string", prefix = "string", help = "flag" }
-
-local function with_common(extra)
-  local spec = {}
-  for k, v in pairs(COMMON) do spec[k] = v end
-  for k, v in pairs(extra) do spec[k] = v end
-  return spec
+-- NAME, checked: lock names that look like options are refused, so that a
+-- misplaced option (`break --force -x`) never becomes a lock name.
+local function check_name(name, cmd)
+  if name == nil or name == "" then usage(cmd .. " needs a NAME") end
+  if name:sub(1, 1) == "-" then
+    usage("NAME must not start with '-' (options go before NAME): " .. name)
+  end
+  return name
 end
 
--- Connects with --url or $REDISLOCK_URL. Returns client or nil, code.
-local function connect(opts)
-  local url = opts.url or os.getenv("REDISLOCK_URL")
-  if url == "" then url = nil end
-  local ok, client, err = pcall(redislock.connect, {
-    url = url or "redis://127.0.0.1:6379",
-    prefix = opts.prefix,
-  })
+local function one_name(rest, cmd)
+  local name = check_name(rest[1], cmd)
+  if rest[2] ~= nil then
+    if rest[2]:sub(1, 1) == "-" then usage("options go before NAME: " .. rest[2]) end
+    usage(cmd .. " takes exactly one NAME")
+  end
+  return name
+end
+
+--- Connecting --------------------------------------------------------------
+
+local function read_url_file(path, what)
+  local f, err = io.open(path, "rb")
+  if not f then usage("cannot read " .. what .. ": " .. tostring(err)) end
+  local text = f:read("*a") or ""
+  f:close()
+  local url = text:match("^%s*([^\r\n]-)%s*[\r\n]") or text:match("^%s*(.-)%s*$")
+  if url == "" then usage(what .. " " .. path .. " holds no URL") end
+  return url
+end
+
+-- The URL to use: --url, --url-file, $REDISLOCK_URL, $REDISLOCK_URL_FILE,
+-- else the local default. Raises a usage error; never shows the URL.
+local function resolve_url(opts)
+  if opts.url and opts["url-file"] then usage("give --url or --url-file, not both") end
+  if opts.url then return opts.url end
+  if opts["url-file"] then return read_url_file(opts["url-file"], "--url-file") end
+  local env = os.getenv("REDISLOCK_URL")
+  if env and env ~= "" then return env end
+  local file = os.getenv("REDISLOCK_URL_FILE")
+  if file and file ~= "" then return read_url_file(file, "$REDISLOCK_URL_FILE") end
+  return "redis://127.0.0.1:6379"
+end
+
+-- Connects. Returns client, or nil and the exit status.
+local function connect(opts, url)
+  local cfg = { url = url, prefix = opts.prefix }
+  -- Only when asked: a library without the option refuses unknown ones.
+  if opts.strict then cfg.strict = true end
+  local ok, client, err = pcall(redislock.connect, cfg)
   if not ok then
     return nil, fail(EXIT.usage, (tostring(client):gsub("^redislock: ", "")))
   end
@@ -165,24 +289,22 @@ local function connect(opts)
   return client
 end
 
-local function one_name(rest, cmd)
-  if #rest ~= 1 or rest[1] == "" then
-    error({ usage = cmd .. " takes exactly one NAME" })
-  end
-  return rest[1]
+local function warnings_of(client)
+  if not client.warnings then return {} end
+  return client:warnings() or {}
 end
 
---- redislock status
+--- status, release, break -------------------------------------------------
+
 local function cmd_status(args)
-  local opts, rest = parse(args, 2, with_common({ ["show-token"] = "flag" }))
-  if opts.help then
-    say(io.stdout, HELP.status)
-    return 0
-  end
+  local opts, rest = parse(args, 2, spec_of({ ["show-token"] = "flag" }))
+  if opts.help then return say(io.stdout, HELP.status) or 0 end
+  if opts.version then return say(io.stdout, "redislock ", redislock._VERSION) or 0 end
   local name = one_name(rest, "status")
-  local client, code = connect(opts)
+  local client, code = connect(opts, resolve_url(opts))
   if not client then return code end
   local info, err = client:inspect(name)
+  local warnings = warnings_of(client)
   client:close()
   if not info then return fail(EXIT.unavailable, err) end
   say(io.stdout, "name: ", name)
@@ -190,19 +312,17 @@ local function cmd_status(args)
   if info.ttl then say(io.stdout, "ttl: ", string.format("%.3f", info.ttl), " s") end
   say(io.stdout, "fence: ", fence_string(info.fence))
   if opts["show-token"] and info.token then say(io.stdout, "token: ", info.token) end
+  for _, w in ipairs(warnings) do say(io.stdout, "warning: ", w) end
   return info.held and 0 or EXIT.conflict
 end
 
---- redislock release
 local function cmd_release(args)
-  local opts, rest = parse(args, 2, with_common({ token = "string" }))
-  if opts.help then
-    say(io.stdout, HELP.release)
-    return 0
-  end
+  local opts, rest = parse(args, 2, spec_of({ token = "string" }))
+  if opts.help then return say(io.stdout, HELP.release) or 0 end
+  if opts.version then return say(io.stdout, "redislock ", redislock._VERSION) or 0 end
   local name = one_name(rest, "release")
-  if not opts.token or opts.token == "" then error({ usage = "release needs --token TOKEN" }) end
-  local client, code = connect(opts)
+  if not opts.token or opts.token == "" then usage("release needs --token TOKEN") end
+  local client, code = connect(opts, resolve_url(opts))
   if not client then return code end
   local ok, err = client:release_token(name, opts.token)
   client:close()
@@ -211,18 +331,15 @@ local function cmd_release(args)
   return fail(EXIT.unavailable, err)
 end
 
---- redislock break
 local function cmd_break(args)
-  local opts, rest = parse(args, 2, with_common({ force = "flag" }))
-  if opts.help then
-    say(io.stdout, HELP["break"])
-    return 0
-  end
+  local opts, rest = parse(args, 2, spec_of({ force = "flag" }))
+  if opts.help then return say(io.stdout, HELP["break"]) or 0 end
+  if opts.version then return say(io.stdout, "redislock ", redislock._VERSION) or 0 end
   local name = one_name(rest, "break")
   if not opts.force then
     return fail(EXIT.usage, "break deletes another process' lock: add --force to confirm")
   end
-  local client, code = connect(opts)
+  local client, code = connect(opts, resolve_url(opts))
   if not client then return code end
   local ok, err = client:break_lock(name)
   client:close()
@@ -231,84 +348,182 @@ local function cmd_break(args)
   return fail(EXIT.unavailable, err)
 end
 
-local FORWARDED = { TERM = true, INT = true, HUP = true }
+--- run ----------------------------------------------------------------------
 
--- Waits for the child, forwarding signals and acting on a lost lock.
--- Returns the exit status and whether the lock was lost.
-local function supervise(client, lock, pid, sfd, opts)
+local RUN_SPEC = spec_of({
+  ttl = "number", wait = "number", timeout = { "number", key = "wait" },
+  nonblock = "flag", ["conflict-exit-code"] = "number", close = "flag",
+  ["on-lost"] = "string", ["kill-after"] = "number", ["death-signal"] = "string",
+  ["fence-env"] = "string", ["keep-env"] = "flag", verbose = "flag", quiet = "flag",
+}, { n = "nonblock", w = "wait", E = "conflict-exit-code", o = "close" })
+
+-- Signals passed on to the job when another process sends them to us.
+local FORWARDED = { "HUP", "INT", "QUIT", "TERM", "USR1", "USR2" }
+
+-- Checks everything before any connection is made: a usage error takes no
+-- lock. Returns name, command, on_lost, conflict, death_signal.
+local function check_run(opts, rest)
+  local name = check_name(rest[1], "run")
+  local from = 2
+  if rest[2] == "--" then
+    from = 3
+  elseif rest[2] ~= nil and rest[2]:sub(1, 1) == "-" then
+    usage("options go before NAME: " .. rest[2])
+  end
+  local command = {}
+  for i = from, #rest do command[#command + 1] = rest[i] end
+  if #command == 0 then usage("run needs a COMMAND after NAME --") end
+  local on_lost = opts["on-lost"] or "term"
+  if on_lost ~= "term" and on_lost ~= "kill" and on_lost ~= "ignore" then
+    usage("--on-lost must be term, kill or ignore")
+  end
+  local conflict = opts["conflict-exit-code"] or EXIT.conflict
+  if conflict ~= math.floor(conflict) or conflict > 255 then
+    usage("--conflict-exit-code must be an integer 0-255")
+  end
+  if opts.ttl and not (opts.ttl >= 0.001 and opts.ttl <= 2 ^ 31) then
+    usage("--ttl must be between 0.001 and 2147483648")
+  end
+  if opts.wait and opts.wait > 2 ^ 31 then usage("--wait must be at most 2147483648") end
+  if opts.nonblock and opts.wait and opts.wait > 0 then usage("-n and -w exclude each other") end
+  if opts["fence-env"] and not opts["fence-env"]:match("^[%a_][%w_]*$") then
+    usage("--fence-env must be a variable name")
+  end
+  local death = opts["death-signal"] or "TERM"
+  local death_signal = core.signum(tonumber(death) or death:upper())
+  if not death_signal or death_signal == 0 then usage("--death-signal: no such signal: " .. death) end
+  if opts.verbose and opts.quiet then usage("--verbose and --quiet exclude each other") end
+  return name, command, on_lost, conflict, death_signal
+end
+
+-- A set of pids as a table pid -> true.
+local function set_of(list)
+  local s = {}
+  for _, v in ipairs(list) do s[v] = true end
+  return s
+end
+
+-- Waits for the job, forwarding signals and acting on a lost lock.
+-- job: { pid = COMMAND, rfd = read end of the job pipe (nil with -o),
+-- sfd = signalfd, self = our pid }. Returns COMMAND's exit status and
+-- whether the lock was lost.
+local function supervise(client, lock, job, opts)
   local on_lost = opts["on-lost"] or "term"
   local kill_after = opts["kill-after"] or 10
+  local status               -- COMMAND's, once it has exited
+  local open = job.rfd ~= nil  -- some process of the job still holds REDISLOCK_FD
   local lost_at, killed = nil, false
-  while true do
-    local sig = core.signal_wait(sfd, 0.02)
-    if sig and FORWARDED[sig] then core.kill(pid, sig) end
+
+  -- The job: every descendant (we are their subreaper), or with -o,
+  -- COMMAND alone.
+  local function members()
+    if not job.rfd then return status == nil and { job.pid } or {} end
+    return core.descendants(job.self)
+  end
+  local function signal_job(sig)
+    for _, pid in ipairs(members()) do core.kill(pid, sig) end
+  end
+
+  while status == nil or open do
+    local wake = { client:fd() }
+    if open then wake[2] = job.rfd end
+    local tick = 0.25
+    if lost_at and on_lost == "term" and not killed then
+      tick = math.max(0.001, math.min(tick, lost_at + kill_after - core.monotime()))
+    end
+    local sig, from, origin = core.signal_wait(job.sfd, tick, wake)
+    -- Pass on what another process sent us. Not what the terminal sent to
+    -- the whole group (origin "kernel"): COMMAND has it already; nor what
+    -- the job itself sent (`kill 0` in a job script reaches us too).
+    if sig and sig ~= "CHLD" and origin == "process" and not set_of(core.descendants(job.self))[from] then
+      if status == nil then
+        core.kill(job.pid, sig)
+      else
+        signal_job(sig)
+      end
+    end
+    -- Reap COMMAND, and the orphans we adopted as subreaper.
+    while true do
+      local pid, how, code = core.waitpid(-1, true)
+      if not pid or pid == 0 then break end
+      if pid == job.pid then status = how == "exited" and code or 128 + code end
+    end
+    if open and core.drain(job.rfd) then
+      open = false
+      core.close(job.rfd)
+    end
     client:poll()
     if not lost_at and not lock:held() then
       lost_at = core.monotime()
       say(io.stderr, "redislock: lock ", lock.name, " lost (", tostring(lock.lost_reason), ")",
-        on_lost == "ignore" and "; COMMAND keeps running" or "; stopping COMMAND")
+        on_lost == "ignore" and "; the job keeps running" or "; stopping the job")
       if on_lost == "term" then
-        core.kill(pid, "TERM")
+        signal_job("TERM")
+        signal_job("CONT")
       elseif on_lost == "kill" then
-        core.kill(pid, "KILL")
+        signal_job("KILL")
         killed = true
       end
     end
     if lost_at and on_lost == "term" and not killed and core.monotime() - lost_at >= kill_after then
-      core.kill(pid, "KILL")
+      signal_job("KILL")
       killed = true
     end
-    local done, how, code = core.waitpid(pid, true)
-    if done and done ~= 0 then
-      local status = how == "exited" and code or 128 + code
-      return status, lost_at ~= nil
-    end
   end
+  return status, lost_at ~= nil
 end
 
---- redislock run
-local function cmd_run(args)
-  local opts, rest = parse(args, 2, with_common({
-    ttl = "number", wait = "number", ["conflict-exit-code"] = "number",
-    ["on-lost"] = "string", ["kill-after"] = "number", ["fence-env"] = "string",
-    quiet = "flag",
-  }))
-  if opts.help then
-    say(io.stdout, HELP.run)
-    return 0
+-- A list of the signal numbers in a set from core.ignored_signals.
+local function numbers_of(set)
+  local list = {}
+  for k in pairs(set) do
+    if type(k) == "number" then list[#list + 1] = k end
   end
-  local name = rest[1]
-  if not name or name == "" then error({ usage = "run needs NAME -- COMMAND" }) end
-  local command = {}
-  local start = rest[2] == "--" and 3 or 2
-  for i = start, #rest do command[#command + 1] = rest[i] end
-  if #command == 0 then error({ usage = "run needs a COMMAND after NAME --" }) end
-  local on_lost = opts["on-lost"] or "term"
-  if on_lost ~= "term" and on_lost ~= "kill" and on_lost ~= "ignore" then
-    error({ usage = "--on-lost must be term, kill or ignore" })
-  end
-  local conflict = opts["conflict-exit-code"] or EXIT.conflict
-  if conflict ~= math.floor(conflict) or conflict > 255 then
-    error({ usage = "--conflict-exit-code must be an integer 0-255" })
-  end
-  if opts.ttl and not (opts.ttl >= 0.001 and opts.ttl <= 2 ^ 31) then
-    error({ usage = "--ttl must be between 0.001 and 2147483648" })
-  end
-  if opts.wait and opts.wait > 2 ^ 31 then error({ usage = "--wait must be at most 2147483648" }) end
-  if opts["fence-env"] and not opts["fence-env"]:match("^[%a_][%w_]*$") then
-    error({ usage = "--fence-env must be a variable name" })
-  end
+  return list
+end
 
-  local client, code = connect(opts)
+local function cmd_run(args, launch)
+  local opts, rest = parse(args, 2, RUN_SPEC)
+  if opts.help then return say(io.stdout, HELP.run) or 0 end
+  if opts.version then return say(io.stdout, "redislock ", redislock._VERSION) or 0 end
+  local name, command, on_lost, conflict, death_signal = check_run(opts, rest)
+  local url = resolve_url(opts)
+  -- What was ignored when we started stays ignored, here and in COMMAND.
+  -- The launcher read the kernel's list before lua.c put its own SIGINT
+  -- handler in place; without it, SIGINT's first state is unknown.
+  local ignored = core.ignored_signals(launch and launch.sigign)
+
+  local client, code = connect(opts, url)
   if not client then return code end
+  local t0 = core.monotime()
   local lock, err = client:acquire(name, { ttl = opts.ttl or 30, wait = opts.wait or 0 })
   if not lock then
     client:close()
     if err == "busy" or err == "timeout" then
-      if not opts.quiet then say(io.stderr, "redislock: ", name, " is held elsewhere (", err, ")") end
+      -- Silent by default, like flock -n: cron mails whatever a job prints.
+      if opts.verbose then say(io.stderr, "redislock: ", name, " is held elsewhere (", err, ")") end
       return conflict
     end
     return fail(EXIT.unavailable, err)
+  end
+  if opts.verbose then
+    say(io.stderr, "redislock: took ", name, " (fence ", fence_string(lock.fence), ") after ",
+      string.format("%.3f", core.monotime() - t0), " s")
+    for _, w in ipairs(warnings_of(client)) do say(io.stderr, "redislock: warning: ", w) end
+  end
+
+  local ignore = numbers_of(ignored)
+  core.ignore_signals(ignore)
+  local watched = { "CHLD" }
+  for _, sig in ipairs(FORWARDED) do
+    if not ignored[sig] then watched[#watched + 1] = sig end
+  end
+  -- Signals become readable on a signalfd; the child gets them unblocked.
+  local sfd = assert(core.signalfd(watched))
+  local rfd, wfd
+  if not opts.close then
+    assert(core.subreaper())
+    rfd, wfd = assert(core.pipe())
   end
 
   local env = {
@@ -316,17 +531,23 @@ local function cmd_run(args)
     REDISLOCK_TOKEN = lock.token,
     REDISLOCK_FENCE = fence_string(lock.fence),
   }
+  -- (with -o, an outer guard's REDISLOCK_FD, if any, still holds for it)
+  if wfd then env.REDISLOCK_FD = string.format("%d", wfd) end
+  if not opts["keep-env"] then
+    -- The URL may carry a password: the job does not need it.
+    env.REDISLOCK_URL = false
+    env.REDISLOCK_URL_FILE = false
+  end
   if opts["fence-env"] then env[opts["fence-env"]] = fence_string(lock.fence) end
-  -- Signals become readable on a signalfd; the child gets them unblocked.
-  local sfd = assert(core.signalfd({ "TERM", "INT", "HUP", "CHLD" }))
-  local pid
-  pid, err = core.spawn(command, env)
+  local pid, why
+  pid, why, code = core.spawn(command, env, { ignore = ignore, death_signal = death_signal, keep_fd = wfd })
+  if wfd then core.close(wfd) end
   if not pid then
     lock:release()
     client:close()
-    return fail(EXIT.cannot_run, err)
+    return fail(code or EXIT.cannot_exec, why)
   end
-  local status, lost = supervise(client, lock, pid, sfd, opts)
+  local status, lost = supervise(client, lock, { pid = pid, rfd = rfd, sfd = sfd, self = core.getpid() }, opts)
   if not lost then lock:release() end
   client:close()
   if lost and on_lost ~= "ignore" then return EXIT.lost end
@@ -336,23 +557,32 @@ end
 local COMMANDS = { run = cmd_run, status = cmd_status, release = cmd_release, ["break"] = cmd_break }
 
 --- Runs the command line; returns the exit status.
--- syntax: status = cli.main(args)
-function _M.main(args)
+-- syntax: status = cli.main(args [, launch])
+-- launch: what bin/redislock's shell part found before Lua started:
+-- { sigign = "hex mask of the signals ignored at start" }.
+function _M.main(args, launch)
   local first = args[1]
-  if first == nil or first == "--help" or first == "-h" or first == "help" then
+  if first == nil or first == "--help" or first == "-h" or (first == "help" and args[2] == nil) then
     say(first and io.stdout or io.stderr, HELP.main)
     return first and 0 or EXIT.usage
   end
-  if first == "--version" then
+  if first == "--version" or first == "-V" then
     say(io.stdout, "redislock ", redislock._VERSION)
     return 0
   end
+  if first == "help" then
+    if HELP[args[2]] and args[2] ~= "main" and args[3] == nil then
+      say(io.stdout, HELP[args[2]])
+      return 0
+    end
+    return fail(EXIT.usage, "no help for '" .. table.concat(args, " ", 2) .. "' (see --help)")
+  end
   local cmd = COMMANDS[first]
   if not cmd then return fail(EXIT.usage, "unknown command '" .. first .. "' (see --help)") end
-  local ok, status = pcall(cmd, args)
+  local ok, status = pcall(cmd, args, launch)
   if ok then return status end
   if type(status) == "table" and status.usage then
-    return fail(EXIT.usage, status.usage .. " (see redislock " .. first .. " --help)")
+    return fail(EXIT.usage, status.usage .. " (see redislock help " .. first .. ")")
   end
   -- the library refused an argument we let through: still a usage error
   if type(status) == "string" and status:find("redislock: bad argument", 1, true) then

@@ -336,6 +336,29 @@ function Transport:script(name, ...)
   end, s.keys > 0 and args[1] or nil)
 end
 
+-- A BLPOP that ends at the call's timeout without a socket timeout: nginx
+-- logs every cosocket read timeout as an [error], and a wait that runs out
+-- is no error. Redis ends a BLPOP only at its hz (up to 100 ms late), so a
+-- light thread sleeps to the deadline; if it wakes first, the read is
+-- killed (the connection goes with it) and the call times out as before.
+local function blpop_until(red, timeout_ms, args, n)
+  red:set_timeout(math.min(timeout_ms + 1000, FOREVER_MS))  -- Redis answers or the sleeper wins first
+  local reader = ngx.thread.spawn(function() return "reply", red:blpop(unpack(args, 1, n)) end)
+  local sleeper = ngx.thread.spawn(function() ngx.sleep(timeout_ms / 1000) return "deadline" end)
+  local ok, what, res, err = ngx.thread.wait(reader, sleeper)
+  if not ok then
+    ngx.thread.kill(reader)
+    ngx.thread.kill(sleeper)
+    error(what, 0)
+  end
+  if what == "reply" then
+    ngx.thread.kill(sleeper)
+    return res, err
+  end
+  ngx.thread.kill(reader)
+  return nil, "timeout"
+end
+
 --- Any command, as the native client's command: on the node of its first
 -- argument taken as a key.
 function Transport:command(name, ...)
@@ -344,6 +367,10 @@ function Transport:command(name, ...)
   local n = select("#", ...)
   local args = to_strings(n, ...)
   local method = name:lower()
+  if method == "blpop" then
+    local timeout_ms = self._timeout_ms
+    return self:_call(function(red) return blpop_until(red, timeout_ms, args, n) end, args[1])
+  end
   return self:_call(function(red) return red[method](red, unpack(args, 1, n)) end, args[1])
 end
 

@@ -4,6 +4,8 @@
 -- as OpenResty does; the worker takes locks over HTTP requests and its
 -- watchdog thread renews them. On the native transport a call blocks the
 -- worker for its duration; transport = "cosocket" yields to nginx instead.
+-- The README's nginx.conf is run too, exactly as the README has it (with
+-- the LuaJIT core installed by the README's own command).
 local helpers = require "spec.helpers"
 local core = require "redislock.core"
 local http = require "socket.http"
@@ -263,5 +265,118 @@ describe("inside nginx (LuaJIT)", function()
     assert.are_not.equal(worker, tonumber(get("/info"):match("(%d+)$")))
     assert.is_true(waited < 1 + 0.3, string.format("took %.2f s", waited))
     assert.equal("true", get("/release?name=crash"))
+  end)
+end)
+
+-- The "Inside nginx" section of README.md: its install command and its
+-- nginx.conf, taken from the file so that the docs cannot drift. Only the
+-- install prefix, the listen port and the Redis URL are replaced (each
+-- must be found exactly where the README has it); pid, daemon and the
+-- error log come from nginx's command line.
+describe("the README's nginx.conf", function()
+  local srv, nginx, base, dir, admin
+
+  local function section()
+    local readme = assert(helpers.read_file(ROOT .. "/README.md"))
+    return assert(readme:match("\n## Inside nginx.-\n## "), "no 'Inside nginx' section in README.md")
+  end
+
+  local function replace_once(text, old, new, count)
+    local escaped = old:gsub("%p", "%%%0")
+    local out, n = text:gsub(escaped, (new:gsub("%%", "%%%%")))
+    assert.equal(count or 1, n, "README's nginx.conf: '" .. old .. "' found " .. n .. " times")
+    return out
+  end
+
+  local function error_log()
+    return helpers.read_file(dir .. "/error.log") or ""
+  end
+
+  local function get(path)
+    local body, code = http.request(base .. path)
+    assert(body, code)
+    if code == 500 then error("HTTP 500\n" .. error_log():sub(-1500), 2) end
+    return code, (body:gsub("\n$", ""))
+  end
+
+  setup(function()
+    srv = helpers.start_redis()
+    admin = assert(core.connect { host = "127.0.0.1", port = srv.port })
+    dir = helpers.tmpdir()
+    local text = section()
+    -- the README's install command, into a prefix of our own
+    local install = assert(text:match("\n(make install PREFIX=/usr/local [^\n]+)"), "no install command for nginx")
+    local prefix = helpers.tmpdir()
+    assert(os.execute("chmod 755 " .. helpers.quote(prefix)))  -- nginx's workers run unprivileged
+    install = replace_once(install, "PREFIX=/usr/local", "PREFIX=" .. prefix)
+    local out, code = helpers.sh("cd " .. helpers.quote(ROOT) .. " && " .. install .. " 2>&1")
+    assert(code == 0, out)
+    local readme_conf = assert(text:match("```nginx\n(.-)```"), "no nginx block")
+    readme_conf = replace_once(readme_conf, "/usr/local", prefix, 2)
+    local port = helpers.free_port()
+    readme_conf = replace_once(readme_conf, "listen 127.0.0.1:8080;", "listen 127.0.0.1:" .. port .. ";")
+    readme_conf = replace_once(readme_conf, "redis://127.0.0.1:6379/0", srv.url .. "/0")
+    local f = assert(io.open(dir .. "/nginx.conf", "w"))
+    f:write(readme_conf)
+    f:close()
+    local q = helpers.quote
+    nginx = helpers.spawn("exec nginx -p " .. q(dir) .. " -c " .. q(dir .. "/nginx.conf") ..
+      " -e " .. q(dir .. "/error.log") ..
+      " -g " .. q("daemon off; pid " .. dir .. "/nginx.pid; error_log " .. dir .. "/error.log notice;"))
+    base = "http://127.0.0.1:" .. port
+    assert(helpers.wait_until(function() return (http.request(base .. "/report")) end, 10, 0.05),
+      "nginx did not start: " .. nginx:stderr() .. error_log())
+  end)
+
+  teardown(function()
+    if nginx then nginx:stop() end
+    if admin then admin:close() end
+    if srv then srv:stop() end
+  end)
+
+  it("takes the lock in the handler and releases it there", function()
+    local code, body = get("/report")
+    assert.equal(200, code, body)
+    local fence = body:match("^report done, fence (%d+)$")
+    assert.truthy(fence, body)
+    assert.equal(fence, admin:command("GET", "{report}:fence"))
+    assert.equal(0, admin:command("EXISTS", "{report}"))   -- released, not left to the watchdog
+  end)
+
+  it("serves concurrent requests one at a time, every one of them", function()
+    local clients = {}
+    for i = 1, 3 do
+      clients[i] = helpers.spawn("exec curl -s -w ' %{http_code}' " .. helpers.quote(base .. "/report"))
+    end
+    local fences = {}
+    for i = 1, 3 do
+      assert.equal(0, clients[i]:wait(10))
+      local fence = clients[i]:stdout():match("^report done, fence (%d+)\n 200$")
+      assert.truthy(fence, clients[i]:stdout())
+      fences[#fences + 1] = fence
+    end
+    table.sort(fences)
+    assert.is_true(fences[1] < fences[2] and fences[2] < fences[3])
+    assert.equal(0, admin:command("EXISTS", "{report}"))
+  end)
+
+  it("answers 409 when the wait runs out, and logs no error for it", function()
+    local redislock = require "redislock"
+    local me = assert(redislock.connect { url = srv.url })
+    local held = assert(me:acquire("report", { ttl = 10 }))
+    local t0 = helpers.monotime()
+    for _ = 1, 2 do
+      local code, body = get("/report")
+      assert.equal(409, code)
+      assert.equal("timeout", body)
+    end
+    assert.is_true(helpers.monotime() - t0 >= 4)
+    assert.is_true(held:release())
+    assert.equal(200, (get("/report")))
+    me:close()
+    local log = error_log()
+    assert.is_nil(log:find("[error]", 1, true), log)
+    assert.is_nil(log:find("timed out", 1, true), log)
+    assert.is_nil(log:find("global", 1, true), log)   -- "writing a global Lua variable"
   end)
 end)

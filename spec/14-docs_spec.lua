@@ -1,0 +1,310 @@
+-- README.md's examples and claims, checked against real processes: what a
+-- reader pastes must work, and what the tables say must be true.
+local helpers = require "spec.helpers"
+
+local quote = helpers.quote
+-- make as a user types it: not with the LUA that `make test` exports to
+-- its specs (nor `make sanitize`'s "valgrind ... lua5.4"), nor its flags.
+local MAKE = "env -u LUA -u MAKEFLAGS -u MAKELEVEL make --no-print-directory"
+local README = assert(helpers.read_file("README.md"))
+
+-- The text of the section whose heading starts with `title`.
+local function section(title)
+  local start = README:find("\n#+ " .. title:gsub("%p", "%%%0"))
+  assert(start, "README.md has no section " .. title)
+  local level = README:match("\n(#+) ", start)
+  local stop = README:find("\n" .. level .. " ", start + 1, true) or #README
+  return README:sub(start, stop)
+end
+
+-- The fenced code blocks of a text, with their info strings.
+local function blocks(text)
+  local out = {}
+  for info, body in text:gmatch("\n```(%S*)\n(.-\n)```") do out[#out + 1] = { info = info, body = body } end
+  return out
+end
+
+local function write(path, text, mode)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+  if mode then helpers.sh("chmod " .. mode .. " " .. quote(path)) end
+end
+
+local function lines(text)
+  local out = {}
+  for line in text:gmatch("[^\n]+") do out[#out + 1] = line end
+  return out
+end
+
+describe("README", function()
+  local srv, prefix
+
+  setup(function()
+    srv = helpers.start_redis()
+  end)
+  teardown(function() srv:stop() end)
+
+  -- `make install` into a prefix of our own, once.
+  local function installed()
+    if not prefix then
+      prefix = helpers.tmpdir()
+      local out, code = helpers.sh(MAKE .. " install PREFIX=" .. quote(prefix) .. " 2>&1")
+      assert(code == 0, out)
+    end
+    return prefix
+  end
+
+  describe("Guarding cron jobs", function()
+    it("the crontab example runs as cron runs it: PATH=/usr/bin:/bin, no LUA_PATH, silent", function()
+      local cron
+      for _, b in ipairs(blocks(section("Guarding cron jobs"))) do
+        if b.info == "crontab" then cron = b.body end
+      end
+      assert.truthy(cron, "no crontab block")
+      local dir = helpers.tmpdir()
+      local root = installed()
+      -- the job it names, under the prefix we installed to
+      local marker = dir .. "/ran"
+      local env, jobs = {}, {}
+      for _, line in ipairs(lines(cron)) do
+        if not line:match("^%s*#") then
+          local name, value = line:match("^([%w_]+)=(.*)$")
+          if name then
+            env[#env + 1] = { name, value }
+          else
+            local command = line:match("^%S+ %S+ %S+ %S+ %S+ (.+)$")
+            assert.truthy(command, "not a crontab line: " .. line)
+            jobs[#jobs + 1] = command
+          end
+        end
+      end
+      assert.equal(1, #jobs)
+      local command = jobs[1]
+      -- every program is named by an absolute path: cron's PATH has no /usr/local/bin
+      assert.matches("^/", command)
+      command = command:gsub("/usr/local/", root .. "/")
+      local job = command:match("%-%- (/%S+)$")
+      assert.truthy(job, "the job is not an absolute path: " .. command)
+      helpers.sh("mkdir -p " .. quote(job:match("^(.*)/")))
+      write(job, "#!/bin/sh\necho \"fence=$REDISLOCK_FENCE url_file=${REDISLOCK_URL_FILE-unset}\" > " ..
+        quote(marker) .. "\nsleep 1\n", "755")
+      -- the crontab's variables, the URL file in a place of ours
+      local assignments = { "PATH=/usr/bin:/bin", "SHELL=/bin/sh", "HOME=/", "LOGNAME=root" }
+      for _, kv in ipairs(env) do
+        local value = kv[2]
+        if kv[1] == "REDISLOCK_URL_FILE" then
+          write(dir .. "/url", srv.url .. "\n")
+          value = dir .. "/url"
+        end
+        assignments[#assignments + 1] = kv[1] .. "=" .. quote(value)
+      end
+      local cron_cmd = "cd / && env -i " .. table.concat(assignments, " ") .. " /bin/sh -c " .. quote(command)
+      -- two hosts fire at once: one runs the job, the other exits 1, silently
+      local a = helpers.spawn(cron_cmd)
+      assert(helpers.wait_until(function() return helpers.read_file(marker) end, 10, 0.02), a:stderr())
+      local b = helpers.spawn(cron_cmd)
+      assert.equal(1, b:wait(10))
+      assert.equal("", b:stdout() .. b:stderr())
+      assert.equal(0, a:wait(10))
+      assert.equal("", a:stdout() .. a:stderr())
+      assert.matches("^fence=%d+ url_file=unset\n$", helpers.read_file(marker))
+    end)
+
+    describe("the flock comparison table", function()
+      local rows
+
+      setup(function()
+        rows = {}
+        local text = section("Compared with flock(1)")
+        for line in text:gmatch("\n(|[^\n]+)") do
+          local cells = {}
+          for cell in line:gmatch("|([^|]*)") do cells[#cells + 1] = cell:match("^%s*(.-)%s*$") end
+          rows[#rows + 1] = cells
+        end
+      end)
+
+      local function run_help()
+        local out = helpers.sh(quote(helpers.lua_bin) .. " bin/redislock run --help")
+        return out
+      end
+
+      it("has a row for every option of this machine's flock", function()
+        local help = helpers.sh("flock --help 2>&1")
+        local firsts = {}
+        for _, r in ipairs(rows) do firsts[#firsts + 1] = r[1] end
+        local all = table.concat(firsts, "\n")
+        local n = 0
+        for opts in help:gmatch("\n%s+(%-[^\n]-)%s%s+%S") do
+          for opt in opts:gmatch("%-%-?[%w-]+") do
+            n = n + 1
+            assert.truthy(all:find("`" .. opt .. "`", 1, true) or all:find("`" .. opt .. " ", 1, true),
+              "flock's " .. opt .. " has no row")
+          end
+        end
+        assert.is_true(n >= 15, "flock --help listed only " .. n .. " options")
+      end)
+
+      it("names only options that redislock run has, and has none it says are missing", function()
+        local help = run_help()
+        for _, r in ipairs(rows) do
+          local ours = r[2] or ""
+          if ours == "none" then
+            -- what flock calls it is refused by run
+            local opt = r[1]:match("`(%-%-?[%w-]+)")
+            if opt and opt:sub(1, 2) ~= "--" or opt == "--shared" or opt == "--command" or opt == "--no-fork" then
+              local _, code = helpers.sh(quote(helpers.lua_bin) .. " bin/redislock run " .. opt ..
+                " x -- true >/dev/null 2>&1")
+              assert.equal(2, code, opt .. " is said to be missing, but run takes it")
+            end
+          elseif ours:match("^`%-") and r[1] ~= "behaviour" then
+            for opt in ours:gmatch("`(%-%-?[%w-]+)") do
+              assert.truthy(help:find(opt, 1, true), "run --help does not list " .. opt)
+            end
+          end
+        end
+      end)
+
+      it("states exit statuses that both commands really give", function()
+        local dir = helpers.tmpdir()
+        local function code_of(cmd)
+          local _, code = helpers.sh("cd " .. quote(dir) .. " && " .. cmd .. " >/dev/null 2>&1")
+          return code
+        end
+        local rl = "REDISLOCK_URL=" .. quote(srv.url) .. " " .. quote(helpers.lua_bin) .. " " ..
+          quote(helpers.sh("pwd"):gsub("%s+$", "") .. "/bin/redislock")
+        local function row(name)
+          for _, r in ipairs(rows) do if r[1] == name then return r end end
+          error("no row " .. name)
+        end
+        assert.equal(row("usage error")[2], tostring(code_of("flock --no-such-option f true")))
+        assert.matches("^2", row("usage error")[3])
+        assert.equal(2, code_of(rl .. " run --no-such-option f -- true"))
+        assert.matches("^69", row("COMMAND cannot be run")[2])
+        assert.equal(69, code_of("flock f ./no-such-command"))
+        assert.equal(127, code_of(rl .. " run f -- ./no-such-command"))
+        assert.matches("^127 not found, 126 not executable", row("COMMAND cannot be run")[3])
+        assert.equal(126, code_of(rl .. " run f -- /etc/passwd"))
+        assert.matches("^1, silent", row("not taken")[2])
+        local holder = helpers.spawn("cd " .. quote(dir) .. " && flock f sleep 3")
+        assert(helpers.wait_until(function() return code_of("flock -n f true") == 1 end, 5, 0.02))
+        assert.equal("", helpers.sh("cd " .. quote(dir) .. " && flock -n f true 2>&1"))
+        holder:stop()
+      end)
+    end)
+  end)
+
+  it("says fences are doubles on Lua 5.2 wherever it says so of 5.1 and LuaJIT", function()
+    local n = 0
+    for para in (README .. "\n\n"):gmatch("(.-)\n\n") do
+      if para:find("%.0f", 1, true) and para:find("LuaJIT", 1, true) then
+        n = n + 1
+        assert.truthy(para:find("5.2", 1, true), "no 5.2 in: " .. para)
+      end
+    end
+    assert.is_true(n >= 2)
+    local out, code = helpers.sh("lua5.2 -e 'print(tostring(1795424810233426), string.format(\"%.0f\", " ..
+      "1795424810233426))' 2>/dev/null")
+    if code == 0 then assert.equal("1.7954248102334e+15\t1795424810233426\n", out) end
+  end)
+
+  describe("Operating Redis for locks", function()
+    local text
+
+    setup(function() text = section("Operating Redis for locks") end)
+
+    it("covers the eviction policy, persistence, fence counters and what to monitor", function()
+      for _, needle in ipairs({ "maxmemory-policy", "noeviction", "strict = true", "--strict",
+        "client:warnings()", "appendfsync", "restart", "longest ttl", "fence_ttl", "7 days",
+        "Acquire failure rate", "Hold time against ttl", "Losses, by reason", "evicted_keys" }) do
+        assert.truthy(text:find(needle, 1, true), "nothing on " .. needle)
+      end
+    end)
+
+    it("its redis.conf lines are accepted by redis-server and mean what it says", function()
+      local conf
+      for _, b in ipairs(blocks(text)) do
+        if b.body:find("maxmemory-policy", 1, true) then conf = b.body end
+      end
+      assert.truthy(conf)
+      local args, want = {}, {}
+      for _, line in ipairs(lines(conf)) do
+        local name, value = line:match("^([%w-]+)%s+(%S+)%s*$")
+        if name then
+          args[#args + 1] = "--" .. name
+          args[#args + 1] = value
+          want[name] = value
+        end
+      end
+      local server = helpers.start_redis { args = args }
+      for name, value in pairs(want) do
+        assert.equal(name .. "\n" .. value, server:cli_raw("CONFIG", "GET", name))
+      end
+      assert.equal("noeviction", want["maxmemory-policy"])
+      server:stop()
+    end)
+
+    it("under allkeys-lru a held lock is evicted within seconds; under noeviction it stays", function()
+      local redislock = require "redislock"
+      local core = require "redislock.core"
+      local filler = ("x"):rep(10000)
+      local function fill(server)
+        local admin = assert(core.connect { host = "127.0.0.1", port = server.port })
+        local refused = 0
+        for i = 1, 3000 do
+          local ok = admin:command("SET", "filler:" .. i, filler)
+          if not ok then refused = refused + 1 end
+          if i % 20 == 0 and admin:command("EXISTS", "{evict}") == 0 then
+            admin:close()
+            return "evicted", refused
+          end
+        end
+        admin:close()
+        return "kept", refused
+      end
+      for _, case in ipairs({ { "allkeys-lru", "evicted" }, { "noeviction", "kept" } }) do
+        local server = helpers.start_redis { args = { "--maxmemory", "2mb", "--maxmemory-policy", case[1] } }
+        local client = assert(redislock.connect { url = server.url })
+        local lock = assert(client:acquire("evict", { ttl = 30 }))
+        local what, refused = fill(server)
+        assert.equal(case[2], what, case[1])
+        if what == "evicted" then
+          -- a second client is granted the name the first still holds
+          local other = assert(redislock.connect { url = server.url })
+          assert.truthy(other:acquire("evict", { ttl = 30 }))
+          other:close()
+        else
+          assert.is_true(refused > 0)   -- writes were refused instead
+          assert.is_true(lock:held())
+        end
+        client:close()
+        server:stop()
+      end
+    end)
+  end)
+
+  it("the Lua in the nginx example writes no global", function()
+    local conf
+    for _, b in ipairs(blocks(section("Inside nginx"))) do
+      if b.info == "nginx" then conf = b.body end
+    end
+    assert.truthy(conf)
+    local n = 0
+    for start in conf:gmatch("_by_lua_block%s*{()") do
+      -- the block's body: up to the brace that closes it
+      local depth, i = 1, start
+      while depth > 0 do
+        local c = conf:sub(i, i)
+        assert(c ~= "", "unbalanced braces")
+        if c == "{" then depth = depth + 1 elseif c == "}" then depth = depth - 1 end
+        i = i + 1
+      end
+      local path = helpers.tmpdir() .. "/block.lua"
+      write(path, conf:sub(start, i - 2))
+      local out, code = helpers.sh("luacheck " .. quote(path) .. " --no-color --std ngx_lua --only 1 2>&1")
+      assert.equal(0, code, out)
+      n = n + 1
+    end
+    assert.is_true(n >= 2)
+  end)
+end)
