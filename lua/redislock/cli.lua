@@ -41,9 +41,14 @@ commands:
   break    delete a stuck lock
 
 Every command takes --url URL or --url-file FILE (default: $REDISLOCK_URL,
-then the file named by $REDISLOCK_URL_FILE, then redis://127.0.0.1:6379),
---prefix P (key namespace) and --strict (refuse a Redis that may evict
-keys). `redislock help COMMAND` or `redislock COMMAND -h` for details.]],
+then the file named by $REDISLOCK_URL_FILE, then redis://127.0.0.1:6379).
+A URL is redis://, unix://, redis+sentinel://h1:p1,h2:p2/MASTER or
+redis+cluster://h1:p1,h2:p2; several (--url repeated, one per line of the
+file, or separated by spaces in $REDISLOCK_URL) are independent masters
+that one lock spans (Redlock: no fence, REDISLOCK_FENCE is empty).
+Every command also takes --prefix P (key namespace) and --strict (refuse
+a Redis that may evict keys).
+`redislock help COMMAND` or `redislock COMMAND -h` for details.]],
 
   run = [[
 usage: redislock run [options] NAME [--] COMMAND [ARG...]
@@ -65,7 +70,8 @@ when redislock started (nohup, `cmd &` in sh) stays ignored in COMMAND.
 If redislock itself dies, even by SIGKILL, COMMAND gets --death-signal.
 
 options:
-  --url URL                 Redis URL (default: $REDISLOCK_URL)
+  --url URL                 Redis URL (default: $REDISLOCK_URL); repeated:
+                            Redlock over those masters
   --url-file FILE           read the URL from FILE, so that a password is
                             not on the command line ($REDISLOCK_URL_FILE)
   --prefix P                key namespace
@@ -126,7 +132,9 @@ exit status: 0 deleted, 1 not held, 2 usage error, 69 Redis unreachable]],
 
 -- Every digit of a fence, on any Lua: tostring gives 5.1 and LuaJIT's
 -- "1.7953298305222e+15" for a 16-digit fence.
+-- (no fence over Redlock: "")
 local function fence_string(fence)
+  if fence == nil then return "" end
   return string.format("%.0f", fence)
 end
 
@@ -148,7 +156,7 @@ end
 -- An option table: long name -> kind ("flag", "string", "number") or
 -- { kind, key = canonical name }; short letters map to long names.
 local COMMON = {
-  url = "string", ["url-file"] = "string", prefix = "string", strict = "flag",
+  url = "list", ["url-file"] = "string", prefix = "string", strict = "flag",
   help = "flag", version = "flag",
 }
 local COMMON_SHORT = { h = "help", V = "version" }
@@ -176,6 +184,11 @@ local function set_option(opts, spec, name, shown, value, next_arg)
     value = next_arg
     if value == nil then usage(shown .. " needs a value") end
     used_next = true
+  end
+  if kind == "list" then
+    opts[key] = opts[key] or {}
+    table.insert(opts[key], value)
+    return used_next
   end
   if kind == "number" then
     local n = tonumber(value)
@@ -253,32 +266,46 @@ end
 
 --- Connecting --------------------------------------------------------------
 
+-- The URLs in a file: one per line (blank lines and lines starting with
+-- "#" skipped); several name Redlock's masters.
 local function read_url_file(path, what)
   local f, err = io.open(path, "rb")
   if not f then usage("cannot read " .. what .. ": " .. tostring(err)) end
   local text = f:read("*a") or ""
   f:close()
-  local url = text:match("^%s*([^\r\n]-)%s*[\r\n]") or text:match("^%s*(.-)%s*$")
-  if url == "" then usage(what .. " " .. path .. " holds no URL") end
-  return url
+  local urls = {}
+  for line in text:gmatch("[^\r\n]+") do
+    local url = line:match("^%s*(.-)%s*$")
+    if url ~= "" and url:sub(1, 1) ~= "#" then urls[#urls + 1] = url end
+  end
+  if #urls == 0 then usage(what .. " " .. path .. " holds no URL") end
+  return urls
 end
 
--- The URL to use: --url, --url-file, $REDISLOCK_URL, $REDISLOCK_URL_FILE,
--- else the local default. Raises a usage error; never shows the URL.
+-- The URLs to use: --url (repeated: Redlock's masters), --url-file,
+-- $REDISLOCK_URL (several separated by spaces), $REDISLOCK_URL_FILE, else
+-- the local default. Raises a usage error; never shows a URL.
 local function resolve_url(opts)
   if opts.url and opts["url-file"] then usage("give --url or --url-file, not both") end
   if opts.url then return opts.url end
   if opts["url-file"] then return read_url_file(opts["url-file"], "--url-file") end
   local env = os.getenv("REDISLOCK_URL")
-  if env and env ~= "" then return env end
+  if env and env:find("%S") then
+    local urls = {}
+    for u in env:gmatch("%S+") do urls[#urls + 1] = u end
+    return urls
+  end
   local file = os.getenv("REDISLOCK_URL_FILE")
   if file and file ~= "" then return read_url_file(file, "$REDISLOCK_URL_FILE") end
-  return "redis://127.0.0.1:6379"
+  return { "redis://127.0.0.1:6379" }
 end
 
--- Connects. Returns client, or nil and the exit status.
-local function connect(opts, url)
-  local cfg = { url = url, prefix = opts.prefix }
+-- Connects: one URL (a Redis, redis+sentinel://, redis+cluster://), or
+-- several: one lock over those independent masters (Redlock). Returns
+-- client, or nil and the exit status.
+local function connect(opts, urls)
+  local cfg = { prefix = opts.prefix }
+  if #urls == 1 then cfg.url = urls[1] else cfg.redlock = urls end
   -- Only when asked: a library without the option refuses unknown ones.
   if opts.strict then cfg.strict = true end
   local ok, client, err = pcall(redislock.connect, cfg)
