@@ -49,7 +49,8 @@ SRCS    = csrc/core.c csrc/client.c csrc/client_topo.c csrc/luaval.c csrc/watch.
           csrc/sock.c csrc/resolve.c csrc/resp.c csrc/conn.c csrc/script.c csrc/token.c \
           csrc/slot.c csrc/topo.c csrc/sentinel.c csrc/cluster.c csrc/router.c csrc/fanout.c \
           csrc/watchdog.c csrc/wd_thread.c csrc/wd_link.c csrc/wd_sched.c \
-          csrc/wd_ids.c csrc/wd_heap.c csrc/wd_loss.c csrc/wd_fork.c
+          csrc/wd_ids.c csrc/wd_heap.c csrc/wd_loss.c csrc/wd_fork.c \
+          csrc/counters.c csrc/evq.c csrc/wd_events.c csrc/client_events.c
 HDRS    = $(wildcard csrc/*.h) build/scripts_gen.h
 SCRIPTS = $(sort $(wildcard lua/redislock/scripts/*.lua))
 LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lua))

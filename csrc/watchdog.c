@@ -32,6 +32,7 @@ wd *wd_new(topo *t, char *errbuf, size_t errlen) {
     w->refs = 1;
     w->pid = getpid();
     pthread_mutex_init(&w->mu, NULL);
+    wd_events_init(w);
     wd_fork_register(w);
     return w;
 nomem:
@@ -104,6 +105,7 @@ void wd_release(wd *w) {
     wd_idmap_free(&w->ids);
     wd_heap_free(&w->heap);
     wd_losses_free(&w->losses);
+    evq_free(&w->events);
     if (w->wake_fd >= 0) close(w->wake_fd);
     conn_config_free(&w->cfg);
     pthread_mutex_destroy(&w->mu);
@@ -370,6 +372,9 @@ int wd_fd(wd *w) {
 void wd_get_stats(wd *w, wd_stats *out) {
     pthread_mutex_lock(&w->mu);
     *out = w->stats;
+    out->noscript_reloads = w->net.noscript_reloads;
+    out->reconnects = w->net.reconnects;
+    out->events_dropped = w->events.dropped;
     pthread_mutex_unlock(&w->mu);
 }
 
