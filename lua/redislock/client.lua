@@ -8,6 +8,8 @@
 local checks = require "redislock.checks"
 local keys = require "redislock.keys"
 local losses = require "redislock.losses"
+local metrics = require "redislock.metrics"
+local events = require "redislock.events"
 checks.own(debug.getinfo(1, "S").source)
 
 local _M = {}
@@ -21,7 +23,8 @@ require("redislock.fencing")(Client)
 require("redislock.admin")(Client)
 
 --- A client over channel `ch` (redislock.channel).
--- settings: prefix, fence_ttl (seconds), warnings (a list of strings).
+-- settings: prefix, fence_ttl (seconds), warnings (a list of strings),
+-- on_event (a function, or nil).
 function _M.new(ch, settings)
   return setmetatable({
     _conn = ch,
@@ -31,6 +34,8 @@ function _M.new(ch, settings)
     _warnings = settings.warnings,
     _closed = false,
     _locks = setmetatable({}, { __mode = "v" }), -- watch id -> lock, for on_lost
+    _metrics = metrics.new(),        -- the Lua side's counters (redislock.metrics)
+    _on_event = settings.on_event,   -- fn(event, fields) or nil (redislock.events)
   }, Client)
 end
 
@@ -47,7 +52,9 @@ end
 -- client.callback_error.
 -- syntax: n = client:poll()   -- how many losses were delivered
 function Client:poll()
-  local reports = self:_open():losses()
+  local ch = self:_open()
+  if self._on_event then events.deliver(self, ch) end   -- [events] the C side's, first
+  local reports = ch:losses()
   if not reports then return 0 end
   return losses.deliver(self, reports, self._locks)
 end
@@ -59,11 +66,22 @@ function Client:fd()
   return self:_open():fd()
 end
 
---- Watchdog counters: renewals, round_trips, failures, watched, last_batch,
--- and lost = { ["not held"] = n, unreachable = n, expired = n, ... }.
+--- Counters and histograms: the C core's (the watchdog's renewals,
+-- round_trips, failures, watched, last_batch, lost = { [reason] = n };
+-- reconnects, noscript_reloads, topology_changes, ...) and the Lua side's
+-- (acquires, busy, timeouts, errors, waits, releases, extends, holds,
+-- losses = { [reason] = n }, wait_time, hold_time, hold_ttl_ratio). See
+-- redislock.metrics and the README.
 -- syntax: t = client:stats()
 function Client:stats()
-  return self:_open():stats()
+  return metrics.stats(self, self:_open():stats())
+end
+
+--- stats() in the Prometheus text exposition format. opts.labels: constant
+-- labels for every sample. No label per lock name (unbounded cardinality).
+-- syntax: text = client:metrics({labels = {k = v}})
+function Client:metrics(opts)
+  return metrics.render(self:stats(), opts)
 end
 
 --- What the client found risky about the server at connect, as sentences
