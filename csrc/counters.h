@@ -3,11 +3,11 @@
  * watchdog), for client:stats(). No Lua here.
  *
  * A conn points at its owner's counters (NULL: nobody counts) and adds to
- * them in its owner's thread: a router's on the Lua side, the watchdog's in
- * its thread with the watchdog's mutex held (a conn the Lua side connects
- * for the watchdog, in wd_check_path, completes only its first handshake
- * there, which counts nothing). So plain increments suffice, and a reader
- * takes the owner's mutex (or is the owner's thread).
+ * them in its owner's thread: a router's on the Lua side; the watchdog's
+ * with the watchdog's mutex held, in its thread, or on the Lua side when
+ * wd_check_path swaps in a conn it connected (that conn's own first
+ * handshake, made without the mutex, counts nothing). So plain increments
+ * suffice, and a reader takes the owner's mutex (or is its thread).
  */
 #ifndef REDISLOCK_COUNTERS_H
 #define REDISLOCK_COUNTERS_H
@@ -29,6 +29,9 @@ typedef struct conn_counters {
 
 /* conn.c calls it when a handshake completes. */
 void conn_note_up(struct conn *c);
+/* fresh, just connected, takes the place of old (the same node's): if old
+ * had been connected, that was a reconnect. In old's owner's thread. */
+void conn_note_replaced(struct conn *fresh, const struct conn *old);
 /* Wherever a NOSCRIPT reply makes us send the script again as EVAL. */
 void conn_note_noscript(struct conn *c);
 

@@ -169,6 +169,7 @@ static int wd_check_path(wd *w, const char *key, size_t klen, char *errbuf, size
     l = w->inherited ? NULL : wd_link_find(w, &node);
     if (l && l->c->fd < 0 && l->n == 0) {
         conn *old = l->c;
+        conn_note_replaced(c, old);   /* counters.h */
         l->c = c;
         c = old;
     }
