@@ -74,7 +74,9 @@ end
 -- redislock.metrics and the README.
 -- syntax: t = client:stats()
 function Client:stats()
-  return metrics.stats(self, self:_open():stats())
+  local ch = self:_open()
+  self:poll()   -- losses waiting for delivery count as losses already
+  return metrics.stats(self, ch:stats())
 end
 
 --- stats() in the Prometheus text exposition format. opts.labels: constant
