@@ -139,7 +139,7 @@ bench: test-deps
 # 5.1's headers into build/lua5.1/ and run the core specs on lua5.1.
 COMPAT_SPECS = spec/01-core_spec.lua spec/03-lock_spec.lua spec/06-watchdog_spec.lua \
                spec/08-waiting_spec.lua spec/12-security_spec.lua spec/15-deadlines_spec.lua \
-               spec/16-fences_spec.lua spec/17-consistency_spec.lua
+               spec/16-fences_spec.lua spec/17-consistency_spec.lua spec/22-metrics_spec.lua
 build/lua5.1/$(TARGET): $(SRCS) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out $(LUA_CFLAGS),$(ALL_CFLAGS)) $$($(PKG_CONFIG) --cflags lua5.1) \
@@ -166,7 +166,7 @@ testjit: test-deps
 	@$(MAKE) --no-print-directory build/luajit/$(TARGET)
 	@REDISLOCK_CPATH="./build/luajit/?.so" LUA=luajit BUSTED="$(BUSTED)" \
 	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS) test/hosts/nginx_spec.lua \
-	 test/hosts/nginx_topology_spec.lua
+	 test/hosts/nginx_topology_spec.lua test/hosts/nginx_metrics_spec.lua
 
 # libFuzzer over the C core's parsing of untrusted bytes (fuzz/README.md).
 FUZZ_SECONDS ?= 30

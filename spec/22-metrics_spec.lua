@@ -7,6 +7,7 @@ local helpers = require "spec.helpers"
 local redislock = require "redislock"
 local core = require "redislock.core"
 local metrics = require "redislock.metrics"
+local prometheus = require "spec.support.prometheus"
 
 -- Every event as { event, fields }.
 local function recorder()
@@ -33,84 +34,6 @@ local function bucket(h, le)
     if b.le == le then return b.count end
   end
   error("no bucket le=" .. tostring(le))
-end
-
--- Parses Prometheus text: { families = { name = { type =, help = } },
--- samples = { { name =, labels = { k = v }, value = n } } }; raises at
--- the first line that is not valid exposition format.
-local function parse_prometheus(text)
-  assert(text:sub(-1) == "\n", "the text must end with a newline")
-  local families, samples = {}, {}
-  local n = 0
-  for line in text:gmatch("([^\n]*)\n") do
-    n = n + 1
-    local where = "line " .. n .. ": " .. line
-    local hname, htext = line:match("^# HELP ([%a_:][%w_:]*) (.*)$")
-    local tname, ttype = line:match("^# TYPE ([%a_:][%w_:]*) (%a+)$")
-    if hname then
-      families[hname] = families[hname] or {}
-      assert(not families[hname].help, "second HELP, " .. where)
-      families[hname].help = htext
-    elseif tname then
-      assert(ttype == "counter" or ttype == "gauge" or ttype == "histogram", where)
-      families[tname] = families[tname] or {}
-      assert(not families[tname].type, "second TYPE, " .. where)
-      families[tname].type = ttype
-    else
-      local name, rest = line:match("^([%a_:][%w_:]*)(.*)$")
-      assert(name, "not a sample, " .. where)
-      local labels = {}
-      if rest:sub(1, 1) == "{" then
-        local i = 2
-        while rest:sub(i, i) ~= "}" do
-          local k = rest:match("^([%a_][%w_]*)=\"", i)
-          assert(k, "bad label, " .. where)
-          i = i + #k + 2
-          local v = {}
-          while true do
-            local ch = rest:sub(i, i)
-            assert(ch ~= "" and ch ~= "\n", "unterminated label value, " .. where)
-            if ch == "\\" then
-              local esc = rest:sub(i + 1, i + 1)
-              assert(esc == "\\" or esc == "\"" or esc == "n", "bad escape, " .. where)
-              v[#v + 1] = esc == "n" and "\n" or esc
-              i = i + 2
-            elseif ch == "\"" then
-              i = i + 1
-              break
-            else
-              v[#v + 1] = ch
-              i = i + 1
-            end
-          end
-          labels[k] = table.concat(v)
-          if rest:sub(i, i) == "," then i = i + 1 end
-        end
-        rest = rest:sub(i + 1)
-      end
-      local value = rest:match("^ (%S+)$")
-      assert(value, "bad value, " .. where)
-      local v = value == "+Inf" and math.huge or value == "-Inf" and -math.huge or tonumber(value)
-      assert(v or value == "NaN", "bad number, " .. where)
-      -- the family it belongs to must have been declared before
-      local family = name:gsub("_bucket$", ""):gsub("_sum$", ""):gsub("_count$", "")
-      local f = families[name] or families[family]
-      assert(f and f.type, "sample before its TYPE, " .. where)
-      samples[#samples + 1] = { name = name, labels = labels, value = v }
-    end
-  end
-  return { families = families, samples = samples }
-end
-
--- The value of the sample `name` whose labels include `want`.
-local function sample(p, name, want)
-  for _, s in ipairs(p.samples) do
-    if s.name == name then
-      local ok = true
-      for k, v in pairs(want or {}) do ok = ok and s.labels[k] == v end
-      if ok then return s.value end
-    end
-  end
 end
 
 -- Every string in t (keys and values, recursively).
@@ -426,7 +349,7 @@ describe("metrics", function()
     assert.equal("not held", select(2, l2:extend()))
     local s = c:stats()
     local text = c:metrics({ labels = { app = 'a "quoted"\\ name\nx', zone = 1 } })
-    local p = parse_prometheus(text)
+    local p = prometheus.parse(text)
     -- every family has HELP and TYPE, the redislock_ prefix, counters _total
     for fname, f in pairs(p.families) do
       assert.matches("^redislock_", fname)
@@ -450,17 +373,17 @@ describe("metrics", function()
       watched = "redislock_watched",
     }
     for field, series in pairs(map) do
-      assert.equal(s[field], sample(p, series), series)
+      assert.equal(s[field], prometheus.sample(p, series), series)
     end
-    assert.equal(2, sample(p, "redislock_acquires_total"))
-    assert.equal(1, sample(p, "redislock_busy_total"))
+    assert.equal(2, prometheus.sample(p, "redislock_acquires_total"))
+    assert.equal(1, prometheus.sample(p, "redislock_busy_total"))
     for reason, n in pairs(s.losses) do
-      assert.equal(n, sample(p, "redislock_losses_total", { reason = reason }), reason)
+      assert.equal(n, prometheus.sample(p, "redislock_losses_total", { reason = reason }), reason)
     end
     for reason, n in pairs(s.lost) do
-      assert.equal(n, sample(p, "redislock_watchdog_losses_total", { reason = reason }), reason)
+      assert.equal(n, prometheus.sample(p, "redislock_watchdog_losses_total", { reason = reason }), reason)
     end
-    assert.equal(1, sample(p, "redislock_losses_total", { reason = "not held" }))
+    assert.equal(1, prometheus.sample(p, "redislock_losses_total", { reason = "not held" }))
     -- histograms: cumulative buckets as stats() has them, +Inf = _count
     for family, field in pairs({ redislock_wait_seconds = "wait_time", redislock_hold_seconds = "hold_time",
       redislock_hold_ttl_ratio = "hold_ttl_ratio" }) do
@@ -475,11 +398,11 @@ describe("metrics", function()
         end
       end
       assert.equal(#h.buckets, n)
-      assert.equal(h.count, sample(p, family .. "_count"))
-      assert.equal(h.count, sample(p, family .. "_bucket", { le = "+Inf" }))
-      assert.is_true(math.abs(h.sum - sample(p, family .. "_sum")) < 1e-9)
+      assert.equal(h.count, prometheus.sample(p, family .. "_count"))
+      assert.equal(h.count, prometheus.sample(p, family .. "_bucket", { le = "+Inf" }))
+      assert.is_true(math.abs(h.sum - prometheus.sample(p, family .. "_sum")) < 1e-9)
     end
-    assert.equal(2, sample(p, "redislock_hold_seconds_count"))
+    assert.equal(2, prometheus.sample(p, "redislock_hold_seconds_count"))
     -- no label per lock name: no sample carries the name
     assert.is_nil(text:find(name, 1, true))
     -- bad labels are argument errors
