@@ -79,13 +79,16 @@ static void client_push_event(lua_State *L, const ev *e, const char *connection)
     }
 }
 
-/* Appends the events of one queue (taken by take) to the list on top. */
+/* Appends the events of one queue (taken by take) to the list on top,
+ * which the first event makes (k == 0: none yet): a poll that finds
+ * nothing allocates nothing. */
 static int client_push_queue(lua_State *L, int k, const char *connection,
                              int (*take)(void *src, ev *out, int max), void *src) {
     ev buf[32];
     int n, i;
     while ((n = take(src, buf, 32)) > 0)
         for (i = 0; i < n; i++) {
+            if (k == 0) lua_newtable(L);
             client_push_event(L, &buf[i], connection);
             lua_rawseti(L, -2, ++k);
         }
@@ -128,7 +131,6 @@ static int meth_events(lua_State *L) {
         client_events_follow(u);
         return 0;
     }
-    lua_newtable(L);
     k = client_push_queue(L, k, "client", client_take_main, ce);
     if (u->wd) k = client_push_queue(L, k, "watchdog", client_take_wd, u->wd);
     epoch = topo_epoch(u->t);
@@ -137,6 +139,7 @@ static int meth_events(lua_State *L) {
         ce->epoch_seen = epoch;
         if (changes != ce->changes_seen) {
             topo_snap *s = topo_snap_get(u->t);
+            if (k == 0) lua_newtable(L);
             lua_createtable(L, 0, 6);
             lua_pushliteral(L, "topology_changed");
             lua_setfield(L, -2, "event");
@@ -161,11 +164,7 @@ static int meth_events(lua_State *L) {
             ce->changes_seen = changes;
         }
     }
-    if (k == 0) {
-        lua_pop(L, 1);
-        return 0;
-    }
-    return 1;
+    return k > 0 ? 1 : 0;
 }
 
 /* Adds the connection counters to the stats table on top: reconnects and
