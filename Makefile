@@ -55,7 +55,8 @@ SRCS    = csrc/core.c csrc/client.c csrc/client_topo.c csrc/luaval.c csrc/watch.
           csrc/sock.c csrc/resolve.c csrc/resp.c csrc/conn.c csrc/script.c csrc/token.c \
           csrc/slot.c csrc/topo.c csrc/sentinel.c csrc/cluster.c csrc/router.c csrc/fanout.c \
           csrc/watchdog.c csrc/wd_thread.c csrc/wd_link.c csrc/wd_sched.c \
-          csrc/wd_ids.c csrc/wd_heap.c csrc/wd_loss.c csrc/wd_fork.c csrc/proc_id.c
+          csrc/wd_ids.c csrc/wd_heap.c csrc/wd_loss.c csrc/wd_fork.c csrc/proc_id.c \
+          csrc/counters.c csrc/evq.c csrc/wd_events.c csrc/client_events.c
 HDRS    = $(wildcard csrc/*.h) build/scripts_gen.h
 SCRIPTS = $(sort $(wildcard lua/redislock/scripts/*.lua))
 LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lua))
@@ -177,8 +178,8 @@ bench-plot: test-deps
 # 5.1's headers into build/lua5.1/ and run the core specs on lua5.1.
 COMPAT_SPECS = spec/01-core_spec.lua spec/03-lock_spec.lua spec/06-watchdog_spec.lua \
                spec/08-waiting_spec.lua spec/12-security_spec.lua spec/15-deadlines_spec.lua \
-               spec/16-fences_spec.lua spec/17-consistency_spec.lua spec/23-reentrant_spec.lua \
-               spec/24-rwlock_spec.lua spec/25-semaphore_spec.lua
+               spec/16-fences_spec.lua spec/17-consistency_spec.lua spec/22-metrics_spec.lua \
+               spec/23-reentrant_spec.lua spec/24-rwlock_spec.lua spec/25-semaphore_spec.lua
 build/lua5.1/$(TARGET): $(SRCS) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out $(LUA_CFLAGS),$(ALL_CFLAGS)) $$($(PKG_CONFIG) --cflags lua5.1) \
@@ -218,7 +219,7 @@ testjit: test-deps
 	@$(MAKE) --no-print-directory build/luajit/$(TARGET)
 	@REDISLOCK_CPATH="./build/luajit/?.so" LUA=luajit BUSTED="$(BUSTED)" \
 	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS) test/hosts/nginx_spec.lua \
-	 test/hosts/nginx_topology_spec.lua
+	 test/hosts/nginx_topology_spec.lua test/hosts/nginx_metrics_spec.lua
 
 # libFuzzer over the C core's parsing of untrusted bytes (fuzz/README.md).
 FUZZ_SECONDS ?= 30

@@ -53,6 +53,7 @@ static client_ud *client_push_closed(lua_State *L) {
     u->t = NULL;
     u->r = NULL;
     u->wd = NULL;
+    u->ev = NULL;
     luaL_getmetatable(L, CLIENT_MT);
     lua_setmetatable(L, -2);
     return u;
@@ -444,6 +445,7 @@ static wd *client_wd(client_ud *u, char *err, size_t errlen) {
         return NULL;
     }
     if (u->wd == NULL) u->wd = wd_new(u->t, err, errlen);
+    client_events_follow(u);
     return u->wd;
 }
 
@@ -543,7 +545,9 @@ static int meth_server_info(lua_State *L) {
 }
 
 /* client:stats() -> { renewals=, round_trips=, failures=, watched=,
- *                     last_batch=, lost = { ["not held"]=n, ... } } */
+ *                     last_batch=, lost = { ["not held"]=n, ... },
+ *                     topology_changes=, topology_failures=, reconnects=,
+ *                     noscript_reloads=, events_dropped= } */
 static int meth_stats(lua_State *L) {
     client_ud *u = (client_ud *)luaL_checkudata(L, 1, CLIENT_MT);
     wd_stats s;
@@ -566,6 +570,7 @@ static int meth_stats(lua_State *L) {
     STAT(watched);
     STAT(last_batch);
 #undef STAT
+    client_push_net_stats(L, u, &s);
     lua_createtable(L, 0, WD_STATE_COUNT);
     for (i = 1; i < WD_STATE_COUNT; i++) {
         lua_pushinteger(L, (lua_Integer)s.lost[i]);
@@ -618,6 +623,7 @@ static int meth_close(lua_State *L) {
         topo_release(u->t);
         u->t = NULL;
     }
+    client_events_free(u);
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -684,6 +690,7 @@ void client_register(lua_State *L) {
     luaL_setfuncs(L, client_meta, 0);
     luaL_newlib(L, client_methods);      /* mt, methods */
     luaL_setfuncs(L, client_topo_methods, 0);
+    luaL_setfuncs(L, client_events_methods, 0);
     lua_setfield(L, -2, "__index");      /* mt */
     lua_pop(L, 1);                       /* */
 }

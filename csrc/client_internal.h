@@ -14,6 +14,7 @@ typedef struct client_ud {
     topo *t;      /* NULL once closed */
     router *r;    /* this client's connections */
     wd *wd;       /* the watchdog, created at the first watched lock */
+    struct client_events *ev;  /* on_event's queues, once asked for (client_events.c) */
 } client_ud;
 
 /* The client at stack index 1; raises if it is closed. */
@@ -21,5 +22,11 @@ client_ud *client_check(lua_State *L);
 
 /* The topology methods (client_topo.c). */
 extern const luaL_Reg client_topo_methods[];
+
+/* Events and connection counters (client_events.c). */
+extern const luaL_Reg client_events_methods[];
+void client_events_follow(client_ud *u);    /* after the watchdog is made */
+void client_events_free(client_ud *u);
+void client_push_net_stats(lua_State *L, client_ud *u, const wd_stats *w);
 
 #endif

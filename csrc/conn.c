@@ -265,6 +265,7 @@ static void conn_read_info(conn *c, const redisReply *r) {
 
 static int conn_begin(conn *c) {
     conn_drop(c);
+    c->attempts++;   /* counters.h */
     c->pid = proc_id();
     c->reader = redisReaderCreate();
     if (c->reader == NULL || conn_queue_handshake(c) != 0) {
@@ -376,6 +377,7 @@ int conn_reply(conn *c, redisReply **out) {
             return -1;
         }
         freeReplyObject(r);
+        if (c->hs_next == c->hs_n) conn_note_up(c);   /* counters.h */
     }
 }
 

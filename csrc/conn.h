@@ -25,6 +25,7 @@
 #include <sys/types.h>
 #include <hiredis.h>
 
+#include "counters.h"
 #include "resp.h"
 #include "sock.h"
 
@@ -80,6 +81,10 @@ typedef struct conn {
     int64_t skip_since;      /* monotonic us when the oldest of them was given up */
     long spin_us;            /* conn_read polls this long before sleeping */
     conn_info info;
+    conn_counters *counters; /* its owner's (counters.h), or NULL */
+    unsigned attempts;       /* connects begun since the last handshake */
+    uint64_t handshakes;     /* handshakes completed: after the first, each
+                                one is a reconnect */
     int err;                 /* enum conn_err of the last failure */
     char errstr[CONN_ERRSTR_LEN];
     struct conn *reg_prev, *reg_next;  /* all conns, for fork */

@@ -84,6 +84,7 @@ static int fanout_step(fanout_node *f, fanout_result *res, short revents, const 
         if (!f->eval && script_is_noscript(r)) {
             freeReplyObject(r);
             f->eval = 1;
+            conn_note_noscript(c);
             if (fanout_append(c, s, 1, nargs, args, lens) != 0 || conn_flush_some(c) < 0) {
                 fanout_fail(res, c);
                 return 1;

@@ -119,6 +119,7 @@ conn *router_conn(router *r, int i) {
     c->may_resolve = r->may_resolve && n->host != NULL;
     if (n->addrs.n > 0) conn_set_addrs(c, &n->addrs);
     c->probe = r->probe;
+    c->counters = &r->net;
     conn_set_spin(c, r->spin_us);
     r->conns[i] = c;
     return c;
@@ -244,6 +245,7 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
                 freeReplyObject(reply);
                 reply = NULL;
                 use_eval = 1;
+                conn_note_noscript(c);
                 tries--;
             }
             continue;

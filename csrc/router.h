@@ -33,6 +33,7 @@ typedef struct router {
     long spin_us;
     long timeout_ms;        /* per command (the topology's cfg by default) */
     int last_node;          /* the node of the last request (for WAIT) */
+    conn_counters net;      /* what its connections count (counters.h) */
     int err;                /* enum conn_err of the last failure */
     char errstr[CONN_ERRSTR_LEN];
 } router;

@@ -33,6 +33,7 @@ wd *wd_new(topo *t, char *errbuf, size_t errlen) {
     w->refs = 1;
     w->pid = proc_id();
     pthread_mutex_init(&w->mu, NULL);
+    wd_events_init(w);
     wd_fork_register(w);
     return w;
 nomem:
@@ -105,6 +106,7 @@ void wd_release(wd *w) {
     wd_idmap_free(&w->ids);
     wd_heap_free(&w->heap);
     wd_losses_free(&w->losses);
+    evq_free(&w->events);
     if (w->wake_fd >= 0) close(w->wake_fd);
     conn_config_free(&w->cfg);
     pthread_mutex_destroy(&w->mu);
@@ -168,6 +170,7 @@ static int wd_check_path(wd *w, const char *key, size_t klen, char *errbuf, size
     l = w->inherited ? NULL : wd_link_find(w, &node);
     if (l && l->c->fd < 0 && l->n == 0) {
         conn *old = l->c;
+        conn_note_replaced(c, old);   /* counters.h */
         l->c = c;
         c = old;
     }
@@ -371,6 +374,9 @@ int wd_fd(wd *w) {
 void wd_get_stats(wd *w, wd_stats *out) {
     pthread_mutex_lock(&w->mu);
     *out = w->stats;
+    out->noscript_reloads = w->net.noscript_reloads;
+    out->reconnects = w->net.reconnects;
+    out->events_dropped = w->events.dropped;
     pthread_mutex_unlock(&w->mu);
 }
 

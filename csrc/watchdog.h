@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "conn.h"
+#include "evq.h"
 #include "topo.h"
 
 typedef struct wd wd;
@@ -35,6 +36,9 @@ typedef struct wd_stats {
     uint64_t lost[WD_STATE_COUNT]; /* losses reported, by state */
     uint64_t watched;        /* locks registered now */
     uint64_t last_batch;     /* renewals in the most recent pass */
+    uint64_t noscript_reloads; /* renewals sent again as EVAL after NOSCRIPT */
+    uint64_t reconnects;     /* its connections made again after a loss */
+    uint64_t events_dropped; /* events for on_event dropped (queue full) */
 } wd_stats;
 
 /* A watchdog for the nodes of topology t (shared, and kept alive): one
@@ -88,6 +92,14 @@ int wd_take_losses(wd *w, uint64_t *ids, int *states, int max);
 int wd_fd(wd *w);
 
 void wd_get_stats(wd *w, wd_stats *out);
+
+/* Events for the Lua side's on_event (wd_events.c): renewals that failed
+ * and reconnects of the watchdog's connections, queued as plain structs
+ * (evq.h) from the moment wd_events_enable is called; the Lua side takes
+ * them inside its own calls. 0, or -1 when out of memory. */
+int wd_events_enable(wd *w);
+/* Moves up to max pending events into out; returns how many. */
+int wd_take_events(wd *w, ev *out, int max);
 
 /* "held", "not held", "unreachable", ... */
 const char *wd_state_name(int state);

@@ -45,6 +45,7 @@ static void wd_atfork_child(void) {
         if (w->losses.efd >= 0) close(w->losses.efd);
         w->losses.efd = -1;
         w->losses.n = 0;  /* the parent's reports are not ours */
+        w->events.n = 0;  /* nor its events */
         pthread_mutex_unlock(&w->mu);
     }
     pthread_mutex_unlock(&wd_registry_mu);

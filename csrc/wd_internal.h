@@ -71,6 +71,8 @@ struct wd {
     wd_idmap ids;           /* id -> entry, for the Lua side's calls */
     wd_heap heap;           /* renewals by time */
     wd_losses losses;       /* reports for the Lua side */
+    evq events;             /* events for on_event (wd_events.c) */
+    conn_counters net;      /* what its connections count (counters.h) */
     uint32_t nentries;      /* entries alive, orphans awaiting an answer included */
     wd_stats stats;
 
@@ -107,6 +109,10 @@ void wd_link_free(wd_link *l);
 /* wd_thread.c */
 int wd_thread_start(wd *w, char *errbuf, size_t errlen);   /* with w->mu held */
 void wd_wake(wd *w);                                         /* with w->mu held */
+
+/* wd_events.c */
+void wd_events_init(wd *w);                                  /* at wd_new */
+void wd_note_renewal_failed(wd *w, const wd_entry *e, int64_t now);  /* with w->mu held */
 
 /* wd_fork.c */
 void wd_fork_register(wd *w);

@@ -272,6 +272,7 @@ conn *wd_link_conn(wd *w, const topo_node *n) {
     c = conn_new(&cfg);
     if (c == NULL) return NULL;
     c->may_resolve = 0;
+    c->counters = &w->net;
     if (n->addrs.n > 0) conn_set_addrs(c, &n->addrs);
     return c;
 }

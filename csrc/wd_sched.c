@@ -75,6 +75,7 @@ static void wd_renewal_ok(wd *w, wd_entry *e, int64_t sent_at, int64_t ttl_ms, i
 /* A renewal that got no usable answer: try again soon, or report the loss
  * once the lease is over. */
 static void wd_renewal_failed(wd *w, wd_entry *e, int64_t now) {
+    wd_note_renewal_failed(w, e, now);
     e->failing = 1;
     e->raced = 0;
     if (now >= e->lease_end) {
@@ -155,6 +156,7 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
          * cache is per node): the script did not run, so EVAL runs it
          * exactly once, here. The lease still counts from the first send. */
         e->queued--;
+        conn_note_noscript(l->c);
         if (wd_link_queue(w, l, e, 1, req->asking, req->sent_at, req->script) != 0) {
             e->queued++;
             wd_apply_failure(w, e, now);

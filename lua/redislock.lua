@@ -17,6 +17,8 @@
 --   rwlock.lua, semaphore.lua   the shared primitives (sets of leases);
 --   waiting.lua   their options and wait loop
 --   losses.lua    delivering the watchdog's loss reports to on_lost
+--   metrics.lua   counters, histograms, stats(), metrics() (Prometheus)
+--   events.lua    on_event: structured events
 --   client.lua    the client object: poll, fd, stats, warnings, close
 --   channel.lua   the contract between this policy and a transport;
 --   native.lua, cosocket.lua   the two transports
@@ -44,7 +46,7 @@ local CONNECT_OPTIONS = {
   password = true, db = true, connect_timeout = true, timeout = true,
   prefix = true, transport = true, strict = true, fence_ttl = true,
   sentinels = true, master = true, sentinel_username = true, sentinel_password = true,
-  cluster = true, redlock = true,
+  cluster = true, redlock = true, on_event = true,
 }
 
 -- How a client talks to Redis: each returns a channel (redislock.channel).
@@ -198,7 +200,7 @@ end
 --- Opens a client with one connection to Redis.
 -- syntax: client, err = redislock.connect{url=, host=, port=, path=, username=,
 --           password=, db=, connect_timeout=2, timeout=2, prefix="",
---           transport="native", strict=false, fence_ttl=604800}
+--           transport="native", strict=false, fence_ttl=604800, on_event=nil}
 -- transport: "native" (the C core) or "cosocket" (inside nginx: calls yield
 -- to the event loop; see lua/redislock/cosocket.lua).
 function _M.connect(opts)
@@ -215,7 +217,8 @@ function _M.connect(opts)
     argerror("connect", "transport", "'native' or 'cosocket' expected, got " .. tostring(opts.transport))
   end
 
-  local settings = { prefix = prefix, fence_ttl = fence_ttl }
+  checks.check_callable("connect", "on_event", opts.on_event, true)
+  local settings = { prefix = prefix, fence_ttl = fence_ttl, on_event = opts.on_event }
   if opts.redlock ~= nil then
     return redlock_connect(opts, settings, cfg)
   end

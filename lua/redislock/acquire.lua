@@ -11,6 +11,7 @@ local core = require "redislock.core"
 local checks = require "redislock.checks"
 local backoff = require "redislock.backoff"
 local lockmod = require "redislock.lock"
+local metrics = require "redislock.metrics"
 checks.own(debug.getinfo(1, "S").source)
 
 local monotime = core.monotime
@@ -230,7 +231,8 @@ return function(Client)
     local mode = opts.fair and wait > 0 and "fair"
       or (wait > 0 and opts.notify ~= false) and "notify" or "poll"
     local signal = mode == "fair" and keys.signal .. ":" .. token or keys.signal
-    local deadline = monotime() + wait
+    local t_call = monotime()
+    local deadline = t_call + wait
     local attempt = 0
     local lock, err, holder_ms
     while true do
@@ -284,6 +286,7 @@ return function(Client)
       self._conn:script("dequeue", keys.queue, keys.deadlines, keys.leases, token)
       self:_release_keys(keys, token)
     end
+    metrics.acquire_done(self, name, lock, err, t_call, attempt)   -- [metrics]
     if lock then return lock end
     return nil, err
   end

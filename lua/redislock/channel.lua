@@ -27,7 +27,10 @@
 --       registers a held lock with the native watchdog thread
 --   ch:losses() -> { id, reason, ... } | nil     pending loss reports
 --   ch:fd() -> fd | nil, err                      readable while reports wait
---   ch:stats() -> table                           watchdog counters
+--   ch:stats() -> table                           the C core's counters
+--   ch:events() -> { {event =, ...}, ... } | nil  C-side events for on_event
+--       (renewal_failed, reconnect, topology_changed); the first call turns
+--       them on (redislock.events)
 --   ch:server_info() -> { maxmemory_policy =, info_error = }
 --   ch:close(), ch:closed() -> bool
 
@@ -35,7 +38,7 @@ local _M = {}
 
 _M.METHODS = {
   "script", "command", "replicas", "block", "sleep", "watch", "losses", "fd", "stats",
-  "server_info", "close", "closed",
+  "events", "server_info", "close", "closed",
 }
 
 --- Raises if ch lacks a method of the contract (a transport's bug).

@@ -9,6 +9,8 @@ local core = require "redislock.core"
 local checks = require "redislock.checks"
 local keys = require "redislock.keys"
 local losses = require "redislock.losses"
+local metrics = require "redislock.metrics"
+local events = require "redislock.events"
 checks.own(debug.getinfo(1, "S").source)
 
 local _M = {}
@@ -25,7 +27,8 @@ require("redislock.rwlock").install(Client)
 require("redislock.semaphore").install(Client)
 
 --- A client over channel `ch` (redislock.channel).
--- settings: prefix, fence_ttl (seconds), warnings (a list of strings).
+-- settings: prefix, fence_ttl (seconds), warnings (a list of strings),
+-- on_event (a function, or nil).
 function _M.new(ch, settings)
   return setmetatable({
     _conn = ch,
@@ -40,6 +43,8 @@ function _M.new(ch, settings)
     -- lock's token): acquire(name, {reentrant = true}) enters as this owner
     -- unless opts.owner says otherwise.
     owner = assert(core.token()),
+    _metrics = metrics.new(),        -- the Lua side's counters (redislock.metrics)
+    _on_event = settings.on_event,   -- fn(event, fields) or nil (redislock.events)
   }, Client)
 end
 
@@ -56,7 +61,9 @@ end
 -- client.callback_error.
 -- syntax: n = client:poll()   -- how many losses were delivered
 function Client:poll()
-  local reports = self:_open():losses()
+  local ch = self:_open()
+  if self._on_event then events.deliver(self, ch) end   -- [events] the C side's, first
+  local reports = ch:losses()
   if not reports then return 0 end
   return losses.deliver(self, reports, self._locks)
 end
@@ -68,11 +75,24 @@ function Client:fd()
   return self:_open():fd()
 end
 
---- Watchdog counters: renewals, round_trips, failures, watched, last_batch,
--- and lost = { ["not held"] = n, unreachable = n, expired = n, ... }.
+--- Counters and histograms: the C core's (the watchdog's renewals,
+-- round_trips, failures, watched, last_batch, lost = { [reason] = n };
+-- reconnects, noscript_reloads, topology_changes, ...) and the Lua side's
+-- (acquires, busy, timeouts, errors, waits, releases, extends, holds,
+-- losses = { [reason] = n }, wait_time, hold_time, hold_ttl_ratio). See
+-- redislock.metrics and the README.
 -- syntax: t = client:stats()
 function Client:stats()
-  return self:_open():stats()
+  local ch = self:_open()
+  self:poll()   -- losses waiting for delivery count as losses already
+  return metrics.stats(self, ch:stats())
+end
+
+--- stats() in the Prometheus text exposition format. opts.labels: constant
+-- labels for every sample. No label per lock name (unbounded cardinality).
+-- syntax: text = client:metrics({labels = {k = v}})
+function Client:metrics(opts)
+  return metrics.render(self:stats(), opts)
 end
 
 --- What the client found risky about the server at connect, as sentences

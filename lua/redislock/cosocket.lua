@@ -84,6 +84,7 @@ function _M.new(cfg, native, topo)
     _connect_ms = ms(cfg.connect_timeout, 2),
     _timeout_ms = ms(cfg.timeout, 2),
     _closed = false,
+    _noscript = 0,             -- NOSCRIPT reloads (stats: noscript_reloads)
   }, Transport)
 end
 
@@ -328,6 +329,7 @@ function Transport:script(name, ...)
   return self:_call(function(red)
     local res, err = red:evalsha(s.sha, s.keys, unpack(args, 1, n))
     if res == false and type(err) == "string" and err:find("^NOSCRIPT") then
+      self._noscript = self._noscript + 1
       -- (after an ASK, ASKING again: it holds for one command only)
       if red._redislock_asking then red:asking() end
       res, err = red:eval(s.source, s.keys, unpack(args, 1, n))
@@ -418,7 +420,15 @@ end
 function Transport:watch(...) self:_check() return self._native:watch(...) end
 function Transport:losses() if self._native then return self._native:losses() end end
 function Transport:fd() self:_check() return self._native:fd() end
-function Transport:stats() return self._native:stats() end
+-- The C counters are the watchdog's and the topology's (the native client
+-- opens no connection of its own: its reconnects stay 0); NOSCRIPT reloads
+-- of the cosockets are counted here. Pool connections are not "reconnects".
+function Transport:stats()
+  local s = self._native:stats()
+  s.noscript_reloads = s.noscript_reloads + self._noscript
+  return s
+end
+function Transport:events() self:_check() return self._native:events() end
 
 function Transport:close()
   if not self._closed then

@@ -8,6 +8,7 @@
 
 local core = require "redislock.core"
 local checks = require "redislock.checks"
+local metrics = require "redislock.metrics"
 checks.own(debug.getinfo(1, "S").source)
 
 local monotime = core.monotime
@@ -115,6 +116,7 @@ function Lock:_lose(reason)
     self._state = "lost"
     self.lost_reason = reason
     self._expires = math.min(self._expires, monotime())
+    metrics.lost(self, reason)   -- [metrics]
   end
 end
 
@@ -184,6 +186,7 @@ function Lock:extend(ttl, opts)
   self.ttl = ttl
   self._expires = lease_end(t0, ttl)
   if self._watch then self._watch:renewed(ttl, self._expires, t0) end
+  metrics.extended(self)   -- [metrics]
   if replicas and replicas > 0 then return _M.wait_replicas(ch, replicas, replicas_timeout) end
   return true
 end
@@ -219,6 +222,7 @@ function Lock:release()
   end
   self._state = "released"
   self._expires = math.min(self._expires, monotime())
+  metrics.released(self)   -- [metrics]
   return true
 end
 

@@ -56,6 +56,7 @@ function Native:watch(...) return self._main:watch(...) end
 function Native:losses() return self._main:losses() end
 function Native:fd() return self._main:fd() end
 function Native:stats() return self._main:stats() end
+function Native:events() return self._main:events() end
 function Native:server_info() return self._main:server_info() end
 
 function Native:close()

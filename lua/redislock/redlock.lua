@@ -47,6 +47,7 @@ local checks = require "redislock.checks"
 local backoff = require "redislock.backoff"
 local lockmod = require "redislock.lock"
 local clientmod = require "redislock.client"
+local metrics = require "redislock.metrics"
 checks.own(debug.getinfo(1, "S").source)
 
 local monotime = core.monotime
@@ -152,11 +153,12 @@ function RedlockClient:_acquire(fname, name, opts)
   self:poll()
   local keys = self._keys_of(name)
   local token = assert(core.token())
-  local deadline = monotime() + wait
+  local t_call = monotime()
+  local deadline = t_call + wait
+  local attempt = 0
   -- Whatever happens in here, an error included, no master keeps our token
   -- unless a lock is returned.
   local ok, lock, err = pcall(function()
-    local attempt = 0
     while true do
       local expires, aerr, holder_ms = self:_attempt(keys.lock, token, ttl)
       if expires then
@@ -185,6 +187,7 @@ function RedlockClient:_acquire(fname, name, opts)
     pcall(self._release_all, self, keys.lock, token, ttl)
     error(lock, 0)
   end
+  metrics.acquire_done(self, name, lock, err, t_call, attempt)   -- [metrics]
   return lock, err
 end
 
@@ -274,6 +277,7 @@ function RedlockLock:extend(ttl)
     self.ttl = ttl
     self._expires = expires
     if self._watch then self._watch:renewed(ttl, expires, t0) end
+    metrics.extended(self)   -- [metrics]
     return true
   end
   if answered - yes > #results - client._quorum then
@@ -299,12 +303,14 @@ function RedlockLock:release()
     self:_lose("unreachable")
     return nil, first_error(results)
   end
+  if had == 0 then self:_lose("not held") end   -- (counted, once, like Lock's)
   self._state = "released"
   self._expires = math.min(self._expires, monotime())
   if had == 0 then
     self.lost_reason = self.lost_reason or "not held"
     return nil, "not held"
   end
+  metrics.released(self)   -- [metrics]
   return true
 end
 

@@ -9,8 +9,12 @@
 -- is renewed once and taken back when the last of them is released.
 
 local checks = require "redislock.checks"
+local core = require "redislock.core"
 local lockmod = require "redislock.lock"
+local metrics = require "redislock.metrics"
 checks.own(debug.getinfo(1, "S").source)
+
+local monotime = core.monotime
 
 local _M = {}
 
@@ -102,13 +106,18 @@ function _M.install(Client)
     local ch = self:_open()
     self:poll()
     local keys = self._keys_of(name)
-    local t0 = require("redislock.core").monotime()
+    local t0 = monotime()
     local r, err = ch:script("adopt", keys.lock, keys.fence, token, lockmod.ttl_ms(ttl))
-    if not r then return nil, err end
-    if r[1] ~= 1 then return nil, "not held" end
-    -- undo = false: if the grant cannot be kept, the lock stays its first
-    -- holder's
-    return self:_grant(name, keys, token, r[2], t0, ttl, ttl, opts, opts.max_hold, nil, false)
+    local lock
+    if r and r[1] == 1 then
+      -- undo = false: if the grant cannot be kept, the lock stays its first
+      -- holder's
+      lock, err = self:_grant(name, keys, token, r[2], t0, ttl, ttl, opts, opts.max_hold, nil, false)
+    elseif r then
+      err = "not held"
+    end
+    metrics.acquire_done(self, name, lock, err, t0, 0)   -- [metrics]
+    return lock, err
   end
 end
 

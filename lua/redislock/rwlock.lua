@@ -77,7 +77,7 @@ function RWLock:read(opts)
     if r[1] ~= 1 then return nil, "busy", r[2] end
     return client:_grant(name, keys, token, nil, t0, ttl, ttl, opts, max_hold, _M.READ)
   end
-  return waiting.run(client, try, keys.readers_signal, wait, opts)
+  return waiting.run(client, name, try, keys.readers_signal, wait, opts)
 end
 
 --- The write side: a lock object like acquire's, with a fence that grows
@@ -97,7 +97,7 @@ function RWLock:write(opts)
     if r[1] ~= 1 then return nil, "busy", r[2] end
     return client:_grant(name, keys, token, r[2], t0, ttl, ttl, opts, max_hold, _M.WRITE)
   end
-  local lock, err = waiting.run(client, try, keys.writers_signal, wait, opts, WRITER_HEARTBEAT)
+  local lock, err = waiting.run(client, name, try, keys.writers_signal, wait, opts, WRITER_HEARTBEAT)
   if not lock then
     -- Gave up: take our marker back now (readers need not wait it out).
     ch:script("release_share", keys.marker, keys.readers_waiting, keys.readers_signal,

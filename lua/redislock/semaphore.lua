@@ -61,7 +61,7 @@ function Semaphore:acquire(opts)
     if permit then permit.in_use = r[2] end
     return permit, gerr
   end
-  return waiting.run(client, try, keys.signal, wait, opts)
+  return waiting.run(client, name, try, keys.signal, wait, opts)
 end
 
 --- What Redis says now: { limit = permits in force, in_use = n }.

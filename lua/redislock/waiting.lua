@@ -13,6 +13,7 @@ local core = require "redislock.core"
 local checks = require "redislock.checks"
 local backoff = require "redislock.backoff"
 local lockmod = require "redislock.lock"
+local metrics = require "redislock.metrics"
 checks.own(debug.getinfo(1, "S").source)
 
 local monotime = core.monotime
@@ -49,21 +50,28 @@ end
 -- try(t0, block_ms) -> lease | nil, err, holder_ms: one attempt sent at t0;
 -- block_ms: how long we would block after it (0: we will not, so it must
 -- not register us as a waiter). signal: the list a release wakes us on.
--- heartbeat: the longest block (seconds), nil for none.
+-- heartbeat: the longest block (seconds), nil for none. name: for the
+-- metrics and events.
 -- Returns the lease, or nil, "busy" / "timeout" / err.
-function _M.run(client, try, signal, wait, opts, heartbeat)
+function _M.run(client, name, try, signal, wait, opts, heartbeat)
   local ch = client._conn
   local notify = opts.notify ~= false and wait > 0
-  local deadline = monotime() + wait
+  local t_call = monotime()
+  local deadline = t_call + wait
   local attempt = 0
   while true do
     local t0 = monotime()
     local limit = min(deadline - t0, 3600, heartbeat or 3600)
     local got, err, holder_ms = try(t0, notify and math.ceil(limit * 1000) or 0)
-    if got or wait == 0 then return got, err end
+    if got or wait == 0 then
+      metrics.acquire_done(client, name, got, err, t_call, attempt)   -- [metrics]
+      return got, err
+    end
     local now = monotime()
     if now >= deadline then
-      return nil, err == "busy" and "timeout" or err
+      err = err == "busy" and "timeout" or err
+      metrics.acquire_done(client, name, nil, err, t_call, attempt)   -- [metrics]
+      return nil, err
     end
     attempt = attempt + 1
     limit = min(deadline - now, 3600, heartbeat or 3600)

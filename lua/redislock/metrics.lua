@@ -1,0 +1,328 @@
+--- redislock.metrics: what a client counts on the Lua side, its log2
+-- histograms, client:stats() and client:metrics() (Prometheus text).
+--
+-- The Lua side counts what happens on the Lua side (acquires and how they
+-- end, releases, extends, holds, losses as the application sees them, wait
+-- and hold times); the C core counts what happens in C (renewals and
+-- losses in the watchdog, NOSCRIPT reloads, reconnects, topology changes)
+-- and client:stats() merges both. The hooks below are called from
+-- acquire.lua, lock.lua and redlock.lua, one line each. On the hot path
+-- they cost a few table increments and one monotime() call; with no
+-- on_event set they build no table at all.
+--
+-- Histograms have log2 buckets: bucket i counts the values in
+-- (2^(lo+i-2), 2^(lo+i-1)], the last one everything above 2^hi (+Inf).
+-- stats() gives them cumulative, as Prometheus wants them:
+--   { buckets = { {le = 2^lo, count = n}, ..., {le = math.huge, count = N} },
+--     sum = total, count = N }
+
+local core = require "redislock.core"
+local checks = require "redislock.checks"
+local events = require "redislock.events"
+checks.own(debug.getinfo(1, "S").source)
+
+local monotime = core.monotime
+local log, ceil, floor, huge = math.log, math.ceil, math.floor, math.huge
+local INV_LN2 = 1 / log(2)
+local format, concat = string.format, table.concat
+
+local _M = {}
+
+-- Bounds 2^lo .. 2^hi, seconds or a ratio.
+local function layout(lo, hi)
+  local b = { lo = lo, n = hi - lo + 1 }
+  for i = 1, b.n do b[i] = 2 ^ (lo + i - 1) end
+  return b
+end
+local WAIT = layout(-14, 12)     -- 61 us .. 68 min
+local HOLD = layout(-14, 12)
+local RATIO = layout(-10, 10)    -- hold / ttl: 1/1024 .. 1024
+_M.LAYOUTS = { wait_time = WAIT, hold_time = HOLD, hold_ttl_ratio = RATIO }
+
+-- Why a lease can be lost (lock.lua): listed so that every series exists
+-- from the start, at 0.
+local REASONS = { "not held", "unreachable", "expired", "max_hold", "forked", "stopped" }
+
+local function new_hist(b)
+  local counts = {}
+  for i = 1, b.n + 1 do counts[i] = 0 end
+  return { counts = counts, sum = 0, n = 0 }
+end
+
+-- One value into its bucket: one log, a comparison or two to settle a
+-- value at an exact power of two that the log put one bucket off.
+local function observe(h, b, x)
+  local n = b.n
+  local i
+  if x <= b[1] then
+    i = 1
+  elseif x > b[n] then
+    i = n + 1
+  else
+    i = ceil(log(x) * INV_LN2) - b.lo + 1
+    if i > 1 and x <= b[i - 1] then
+      i = i - 1
+    elseif x > b[i] then
+      i = i + 1
+    end
+  end
+  local counts = h.counts
+  counts[i] = counts[i] + 1
+  h.sum = h.sum + x
+  h.n = h.n + 1
+end
+_M.observe = observe
+_M.new_hist = new_hist
+
+--- A client's recorder (client._metrics).
+function _M.new()
+  local losses = {}
+  for _, r in ipairs(REASONS) do losses[r] = 0 end
+  return {
+    acquires = 0, busy = 0, timeouts = 0, errors = 0, waits = 0,
+    releases = 0, extends = 0, holds = 0, losses = losses,
+    wait = new_hist(WAIT), hold = new_hist(HOLD), ratio = new_hist(RATIO),
+  }
+end
+
+---------------------------------------------------------------------------
+-- Hooks
+---------------------------------------------------------------------------
+
+--- [acquire.lua, redlock.lua] An acquire call ended with `lock`, or with
+-- nil and err. t_call: core.monotime() when the call began; retries: how
+-- many attempts failed before the last one (0: it did not wait).
+function _M.acquire_done(client, name, lock, err, t_call, retries)
+  local m = client._metrics
+  if retries > 0 then m.waits = m.waits + 1 end
+  if lock then
+    local now = monotime()
+    local waited = now - t_call
+    m.acquires = m.acquires + 1
+    m.holds = m.holds + 1
+    observe(m.wait, WAIT, waited)
+    lock._granted_at = now
+    if client._on_event then
+      events.emit(client, "acquired", { name = name, waited = waited, ttl = lock.ttl, fence = lock.fence,
+        attempts = retries + 1 })
+    end
+  elseif err == "busy" then
+    m.busy = m.busy + 1
+    if client._on_event then events.emit(client, "busy", { name = name }) end
+  elseif err == "timeout" then
+    m.timeouts = m.timeouts + 1
+    if client._on_event then
+      events.emit(client, "timeout", { name = name, waited = monotime() - t_call, attempts = retries + 1 })
+    end
+  else
+    m.errors = m.errors + 1
+  end
+end
+
+-- The hold of `lock` ended now: its time, or nil when it was not counted
+-- as a grant (taken some other way) or already ended.
+local function hold_end(m, lock)
+  local t0 = lock._granted_at
+  if not t0 then return nil end
+  lock._granted_at = nil
+  local held = monotime() - t0
+  m.holds = m.holds - 1
+  observe(m.hold, HOLD, held)
+  observe(m.ratio, RATIO, held / lock.ttl)
+  return held
+end
+
+--- [lock.lua, redlock.lua] lock:release() deleted the key.
+function _M.released(lock)
+  local client = lock._client
+  local m = client._metrics
+  m.releases = m.releases + 1
+  local held = hold_end(m, lock)
+  if client._on_event then
+    events.emit(client, "released", { name = lock.name, held = held, ttl = lock.ttl, fence = lock.fence })
+  end
+end
+
+--- [lock.lua, redlock.lua] lock:extend() renewed the lease.
+function _M.extended(lock)
+  local m = lock._client._metrics
+  m.extends = m.extends + 1
+end
+
+--- [lock.lua] The lease of `lock` was lost (Lock:_lose, once per lock).
+function _M.lost(lock, reason)
+  local client = lock._client
+  local m = client._metrics
+  m.losses[reason] = (m.losses[reason] or 0) + 1
+  local held = hold_end(m, lock)
+  if client._on_event then
+    events.emit(client, "lost", { name = lock.name, reason = reason, held = held, ttl = lock.ttl,
+      fence = lock.fence })
+  end
+end
+
+---------------------------------------------------------------------------
+-- stats()
+---------------------------------------------------------------------------
+
+local function hist_view(h, b)
+  local buckets, acc = {}, 0
+  for i = 1, b.n do
+    acc = acc + h.counts[i]
+    buckets[i] = { le = b[i], count = acc }
+  end
+  buckets[b.n + 1] = { le = huge, count = h.n }
+  return { buckets = buckets, sum = h.sum, count = h.n }
+end
+
+--- client:stats(): the transport's C counters (`c`, a fresh table) with the
+-- Lua side's added.
+function _M.stats(client, c)
+  local m = client._metrics
+  for _, k in ipairs({ "acquires", "busy", "timeouts", "errors", "waits", "releases", "extends", "holds" }) do
+    c[k] = m[k]
+  end
+  local losses = {}
+  for r, n in pairs(m.losses) do losses[r] = n end
+  c.losses = losses
+  c.wait_time = hist_view(m.wait, WAIT)
+  c.hold_time = hist_view(m.hold, HOLD)
+  c.hold_ttl_ratio = hist_view(m.ratio, RATIO)
+  return c
+end
+
+---------------------------------------------------------------------------
+-- metrics(): the Prometheus text exposition format (version 0.0.4)
+---------------------------------------------------------------------------
+
+-- What each metric is: name (without redislock_), type, help, and the
+-- stats() field it comes from. Counters get _total.
+local COUNTERS = {
+  { "acquires", "acquires", "Locks granted by acquire (and with_lock)." },
+  { "busy", "busy", "Acquires answered busy: tried once (wait = 0), someone else held the lock." },
+  { "timeouts", "timeouts", "Acquires that waited their whole wait without getting the lock." },
+  { "errors", "errors", "Acquires that failed on a connection or Redis error." },
+  { "waits", "waits", "Acquires that found the lock held and waited for it, whatever the outcome." },
+  { "releases", "releases", "Locks released by lock:release()." },
+  { "extends", "extends", "Leases renewed by lock:extend()." },
+  { "losses", "losses", "Leases lost while held, as the application saw them, by reason.", "reason" },
+  { "renewals", "renewals", "Renewals the watchdog sent." },
+  { "renewal_round_trips", "round_trips", "Watchdog passes that sent renewals (one pipeline each)." },
+  { "renewal_failures", "failures", "Watchdog renewals that got no usable answer." },
+  { "watchdog_losses", "lost", "Leases the watchdog found lost, by reason.", "reason" },
+  { "noscript_reloads", "noscript_reloads", "Scripts sent again with EVAL after a NOSCRIPT reply." },
+  { "reconnects", "reconnects", "Connections made again after one was lost (client and watchdog)." },
+  { "topology_changes", "topology_changes", "Topology changes: Sentinel master switches, Cluster slot maps." },
+  { "topology_failures", "topology_failures", "Topology reloads that failed." },
+  { "events_dropped", "events_dropped", "Events for on_event dropped because their queue was full." },
+}
+local GAUGES = {
+  { "holds", "holds", "Locks granted by this client and not yet released or lost." },
+  { "watched", "watched", "Locks the watchdog renews now." },
+}
+local HISTOGRAMS = {
+  { "wait_seconds", "wait_time", "Time from an acquire call to its grant, in seconds." },
+  { "hold_seconds", "hold_time", "Time from a grant to its release or loss, in seconds." },
+  { "hold_ttl_ratio", "hold_ttl_ratio", "Hold time divided by the lock's ttl." },
+}
+
+-- A sample value: integers with every digit, others as read back exactly.
+local function num(x)
+  if x ~= x then return "NaN" end
+  if x == huge then return "+Inf" end
+  if x == -huge then return "-Inf" end
+  if x == floor(x) and x > -2 ^ 53 and x < 2 ^ 53 then return format("%d", x) end
+  local s = format("%.15g", x)
+  if tonumber(s) ~= x then s = format("%.17g", x) end
+  return s
+end
+_M.num = num
+
+-- A label value, escaped as the format wants: \ " and newline.
+local function label_value(v)
+  return (tostring(v):gsub('[\\"\n]', { ["\\"] = "\\\\", ['"'] = '\\"', ["\n"] = "\\n" }))
+end
+_M.label_value = label_value
+
+local RESERVED = { le = true, reason = true }
+
+-- The constant labels of opts.labels as `k="v",` text, sorted, checked.
+local function const_labels(opts)
+  if opts == nil then return "" end
+  opts = checks.check_options("metrics", opts, { labels = true })
+  if opts.labels == nil then return "" end
+  checks.check_type("metrics", "labels", opts.labels, "table")
+  local names = {}
+  for k, v in pairs(opts.labels) do
+    if type(k) ~= "string" or not k:match("^[%a_][%w_]*$") or k:sub(1, 2) == "__" or RESERVED[k] then
+      checks.argerror("metrics", "labels", "bad label name '" .. tostring(k) .. "'")
+    end
+    if type(v) ~= "string" and type(v) ~= "number" then
+      checks.argerror("metrics", "labels", "string expected for label '" .. k .. "', got " .. type(v))
+    end
+    names[#names + 1] = k
+  end
+  table.sort(names)
+  local out = {}
+  for i, k in ipairs(names) do out[i] = k .. '="' .. label_value(opts.labels[k]) .. '",' end
+  return concat(out)
+end
+
+-- A series name with its labels ("" and `extra`: a label set already
+-- rendered, e.g. le="0.5").
+local function series(name, labels, extra)
+  local all = labels .. (extra or "")
+  if all == "" then return name end
+  return name .. "{" .. all:gsub(",$", "") .. "}"
+end
+
+local function help(out, name, kind, text)
+  out[#out + 1] = "# HELP " .. name .. " " .. text:gsub("\\", "\\\\"):gsub("\n", "\\n")
+  out[#out + 1] = "# TYPE " .. name .. " " .. kind
+end
+
+--- client:metrics(opts): stats `s` as Prometheus text. opts.labels: a
+-- table of constant labels added to every sample (e.g. { client = "orders" }).
+-- No label per lock name: names are unbounded, and so would be the series.
+function _M.render(s, opts)
+  local labels = const_labels(opts)
+  local out = {}
+  for _, c in ipairs(COUNTERS) do
+    local name, v = "redislock_" .. c[1] .. "_total", s[c[2]]
+    if v ~= nil then
+      help(out, name, "counter", c[3])
+      if c[4] then
+        local keys = {}
+        for k in pairs(v) do keys[#keys + 1] = k end
+        table.sort(keys)
+        for _, k in ipairs(keys) do
+          out[#out + 1] = series(name, labels, c[4] .. '="' .. label_value(k) .. '"') .. " " .. num(v[k])
+        end
+      else
+        out[#out + 1] = series(name, labels) .. " " .. num(v)
+      end
+    end
+  end
+  for _, g in ipairs(GAUGES) do
+    local name, v = "redislock_" .. g[1], s[g[2]]
+    if v ~= nil then
+      help(out, name, "gauge", g[3])
+      out[#out + 1] = series(name, labels) .. " " .. num(v)
+    end
+  end
+  for _, h in ipairs(HISTOGRAMS) do
+    local name, v = "redislock_" .. h[1], s[h[2]]
+    if v ~= nil then
+      help(out, name, "histogram", h[3])
+      for _, b in ipairs(v.buckets) do
+        out[#out + 1] = series(name .. "_bucket", labels, 'le="' .. num(b.le) .. '"') .. " " .. num(b.count)
+      end
+      out[#out + 1] = series(name .. "_sum", labels) .. " " .. num(v.sum)
+      out[#out + 1] = series(name .. "_count", labels) .. " " .. num(v.count)
+    end
+  end
+  out[#out + 1] = ""
+  return concat(out, "\n")
+end
+
+return _M
