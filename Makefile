@@ -46,7 +46,7 @@ ALL_CFLAGS  = -std=c99 -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L \
 ALL_LDFLAGS = -shared $(LDFLAGS)
 LIBS        = $(HIREDIS_LIBS) -lpthread
 
-SRCS    = csrc/core.c csrc/client.c csrc/client_topo.c csrc/luaval.c csrc/watch.c csrc/process.c \
+SRCS    = csrc/core.c csrc/client.c csrc/client_topo.c csrc/client_native.c csrc/luaval.c csrc/watch.c csrc/process.c \
           csrc/sock.c csrc/resolve.c csrc/resp.c csrc/conn.c csrc/script.c csrc/token.c \
           csrc/slot.c csrc/topo.c csrc/sentinel.c csrc/cluster.c csrc/router.c csrc/fanout.c \
           csrc/native_cmd.c csrc/native_detect.c \

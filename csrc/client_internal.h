@@ -1,4 +1,5 @@
-/* client_internal.h: the client userdata, for client.c and client_topo.c. */
+/* client_internal.h: the client userdata, for client.c, client_topo.c and
+ * client_native.c. */
 #ifndef REDISLOCK_CLIENT_INTERNAL_H
 #define REDISLOCK_CLIENT_INTERNAL_H
 
@@ -21,5 +22,10 @@ client_ud *client_check(lua_State *L);
 
 /* The topology methods (client_topo.c). */
 extern const luaL_Reg client_topo_methods[];
+
+/* Adds native = {...} and native_nodes = {...} to the table at the top of
+ * the stack: the native compare commands each connected node has
+ * (client_native.c). */
+void client_native_info(lua_State *L, const client_ud *u);
 
 #endif

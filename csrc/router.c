@@ -13,6 +13,8 @@
 #include "cluster.h"
 #include "deadline.h"
 #include "monotime.h"
+#include "native_cmd.h"
+#include "native_detect.h"
 
 #define ROUTE_MAX_TRIES 8        /* redirects and refreshes per command */
 
@@ -97,6 +99,7 @@ int router_sync(router *r) {
                 conns[i] = r->conns[j];
                 r->conns[j] = NULL;
                 if (s->nodes[i].addrs.n > 0) conn_set_addrs(conns[i], &s->nodes[i].addrs);
+                native_conn_setup(conns[i], s->slot_node, i);   /* its slots may differ now */
                 break;
             }
     router_clear(r);
@@ -119,6 +122,7 @@ conn *router_conn(router *r, int i) {
     c->may_resolve = r->may_resolve && n->host != NULL;
     if (n->addrs.n > 0) conn_set_addrs(c, &n->addrs);
     c->probe = r->probe;
+    native_conn_setup(c, r->snap->slot_node, i);
     conn_set_spin(c, r->spin_us);
     r->conns[i] = c;
     return c;

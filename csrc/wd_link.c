@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "lease.h"
+#include "native_detect.h"
 #include "script.h"
 
 static wd_req *wd_link_at(const wd_link *l, uint32_t i) {
@@ -311,6 +312,7 @@ int wd_links_sync(wd *w, int64_t now) {
         if (topo_node_dup(&l->node, &s->nodes[i]) != 0) goto oom;
         l->c = wd_link_conn(w, &s->nodes[i]);
         if (l->c == NULL || wd_link_reserve(l, w->nentries * 2 + 2) != 0) goto oom;
+        native_conn_setup(l->c, s->slot_node, i);
     }
     /* then what cannot: moving the links we keep */
     for (i = 0; i < s->nnodes; i++) {
@@ -320,6 +322,7 @@ int wd_links_sync(wd *w, int64_t now) {
         links[i] = *old;
         memset(old, 0, sizeof *old);
         if (s->nodes[i].addrs.n > 0) conn_set_addrs(links[i].c, &s->nodes[i].addrs);
+        native_conn_setup(links[i].c, s->slot_node, i);
     }
     for (j = 0; j < w->nlinks; j++)
         if (w->links[j].c) {
