@@ -168,17 +168,40 @@ static int route_append(conn *c, const script_def *s, int use_eval, int argc,
     return conn_append(c, argc + 3, full, flens);
 }
 
+/* Where the node has a native command that does what script s does
+ * (native_cmd.h), it goes instead of the script. Its answer becomes the
+ * script's integer, or, when it gave none (an error: it did not run), the
+ * script runs after all; a command the node refuses outright is not tried
+ * again on this connection. Returns 1 when `reply` is final, 0 when the
+ * script must run now (reply freed). */
+static int route_native_reply(conn *c, unsigned op, redisReply *reply) {
+    long long v;
+    switch (native_reply(op, reply, &v)) {
+    case NATIVE_MAPPED:
+        native_reply_set_int(reply, v);
+        return 1;
+    case NATIVE_UNSUPPORTED:
+        c->native &= ~op;
+        break;
+    default:
+        break;
+    }
+    freeReplyObject(reply);
+    return 0;
+}
+
 static redisReply *route_exec(router *r, const char *key, size_t klen, const script_def *s,
                               int argc, const char **argv, const size_t *lens) {
     int64_t deadline = deadline_in_ms(r->timeout_ms);
     topo_node ask = {0};
-    int asking = 0, use_eval = 0, tries = 0, refreshed = 0, waits = 0;
+    int asking = 0, use_eval = 0, tries = 0, refreshed = 0, waits = 0, scripted = 0;
     redisReply *reply = NULL;
     if (topo_epoch(r->t) == 0) refreshed = 1;   /* router_sync loads it now */
     while (reply == NULL) {
         int node, redirect;
         conn *c;
         topo_node target;
+        native_cmd native;
         if (++tries > ROUTE_MAX_TRIES) {
             router_fail(r, CONN_EREDIS, "redis error: too many redirects (the cluster is resharding?)");
             break;
@@ -217,8 +240,12 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             r->stale = 1;
             continue;
         }
+        native.op = 0;
+        if (s != NULL && !use_eval && !scripted)
+            native_build(c->native, s, argc, argv, lens, &native);
         if ((asking && conn_append(c, 1, (const char *[]){"ASKING"}, (const size_t[]){6}) != 0) ||
-            route_append(c, s, use_eval, argc, argv, lens) != 0) {
+            (native.op ? conn_append(c, native.argc, native.argv, native.lens)
+                       : route_append(c, s, use_eval, argc, argv, lens)) != 0) {
             router_fail_conn(r, c);
             break;
         }
@@ -239,6 +266,15 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             break;
         }
         r->last_node = node;
+        if (native.op && !route_native_reply(c, native.op, reply)) {
+            /* it did not run: the script, here and now (after ASKING
+             * again, if that is how we got here), and for the rest of
+             * this call */
+            reply = NULL;
+            scripted = 1;
+            tries--;
+            continue;
+        }
         memset(&target, 0, sizeof target);
         redirect = r->t->mode == TOPO_SINGLE ? CLUSTER_NONE : cluster_redirect_of(reply, &target);
         if (redirect == CLUSTER_NONE) {
