@@ -165,7 +165,9 @@ static int client_opt_nodes(lua_State *L, int idx, topo *t) {
  * reported here, not at the first lock; lazy = true does not (a client that
  * only hosts the watchdog). probe = true also reads INFO memory.
  * native_commands = false: never detect nor use native compare commands
- * (native_cmd.h), on any of the client's connections. seeds: the
+ * (native_cmd.h), on any of the client's connections; native_assume = bits
+ * (tests only) claims those NATIVE_* features on every connection, to
+ * drive the fallback paths on a server that lacks them. seeds: the
  * sentinels, or the cluster's seed nodes, as "host:port". */
 int client_global_connect(lua_State *L) {
     conn_config cfg;
@@ -215,6 +217,7 @@ int client_global_connect(lua_State *L) {
     lua_getfield(L, 1, "native_commands");   /* false: scripts only, no detection */
     cfg.no_native = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
     lua_pop(L, 1);
+    cfg.native_assume = (unsigned)client_opt_number(L, 1, "native_assume", 0, 0, 31);   /* tests */
 
     /* Closed-state userdata first: if anything below raises, __gc is safe. */
     u = client_push_closed(L);

@@ -380,7 +380,7 @@ int conn_reply(conn *c, redisReply **out) {
         if (kind == HS_INFO) {
             conn_read_info(c, r);
         } else if (kind == HS_COMMANDS) {
-            c->native |= native_detect_commands(r);
+            c->native |= native_detect_commands(r) | c->cfg.native_assume;
         } else if (kind == HS_PROBE) {
             c->native |= native_detect_probe(r);
         } else if (r->type == REDIS_REPLY_ERROR) {

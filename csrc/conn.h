@@ -52,6 +52,10 @@ typedef struct conn_config {
     long connect_timeout_ms; /* resolve + connect + handshake, in total */
     long timeout_ms;         /* one command, send to whole reply; 0: none */
     int no_native;           /* never detect nor use native compare commands */
+    unsigned native_assume;  /* tests only: NATIVE_* bits claimed after every
+                                detection, as if the node had said so (the
+                                specs drive the fallback paths with it on a
+                                server that lacks the commands) */
 } conn_config;
 
 /* What the handshake learned of the server (conn_new's probe = 1). */
