@@ -5,6 +5,7 @@
 #   make test       install missing Debian packages, build, run the specs
 #   make demo       contended counter against a throwaway redis-server
 #   make lint       luacheck on lua/ and spec/
+#   make ctest      the C unit tests (test/c/), no server needed
 #   make install    into $(DESTDIR)$(PREFIX) (LUA_LMOD / LUA_CMOD)
 #   make sanitize   specs on an ASan+UBSan build of the core
 #   make valgrind   specs under memcheck
@@ -51,9 +52,10 @@ ALL_CFLAGS  = -std=c99 -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L \
 ALL_LDFLAGS = -shared $(LDFLAGS)
 LIBS        = $(HIREDIS_LIBS) -lpthread
 
-SRCS    = csrc/core.c csrc/client.c csrc/client_topo.c csrc/luaval.c csrc/watch.c csrc/process.c \
+SRCS    = csrc/core.c csrc/client.c csrc/client_topo.c csrc/client_native.c csrc/luaval.c csrc/watch.c csrc/process.c \
           csrc/sock.c csrc/resolve.c csrc/resp.c csrc/conn.c csrc/script.c csrc/token.c \
           csrc/slot.c csrc/topo.c csrc/sentinel.c csrc/cluster.c csrc/router.c csrc/fanout.c \
+          csrc/native_cmd.c csrc/native_detect.c \
           csrc/watchdog.c csrc/wd_thread.c csrc/wd_link.c csrc/wd_sched.c \
           csrc/wd_ids.c csrc/wd_heap.c csrc/wd_loss.c csrc/wd_fork.c csrc/proc_id.c \
           csrc/counters.c csrc/evq.c csrc/wd_events.c csrc/client_events.c
@@ -63,7 +65,7 @@ LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lu
 
 TARGET  = redislock/core.so
 
-.PHONY: all deps test-deps test specs lint demo install install-files uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 test52 test53 testjit fuzz
+.PHONY: all deps test-deps test ctest specs lint demo install install-files uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 test52 test53 testjit fuzz
 
 # DEPS=no: install no Debian packages (luarocks passes it: it brings the Lua
 # headers itself, and may not run as root). Without it a plain `make` on a
@@ -90,9 +92,28 @@ $(TARGET): $(SRCS) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $(SRCS) $(LIBS)
 
+# The C unit tests (test/c/): parsers and command builders, checked on
+# bytes written out in the test, without a server or Lua.
+CTEST_SRCS   = csrc/native_cmd.c csrc/native_detect.c csrc/slot.c csrc/script.c
+CTEST_CFLAGS = -std=c99 -D_POSIX_C_SOURCE=200809L $(WARN) $(HIREDIS_CFLAGS) -Icsrc -Ibuild
+CTEST_LIBS   = $(HIREDIS_LIBS) -lpthread
+
+build/test/native_cmd_test: test/c/native_cmd_test.c $(CTEST_SRCS) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CTEST_CFLAGS) $(CFLAGS) -o $@ $< $(CTEST_SRCS) $(CTEST_LIBS)
+
+build/asan/native_cmd_test: test/c/native_cmd_test.c $(CTEST_SRCS) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CTEST_CFLAGS) -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+	    -fno-sanitize-recover=undefined -o $@ $< $(CTEST_SRCS) $(CTEST_LIBS)
+
+ctest: deps
+	@$(MAKE) --no-print-directory build/test/native_cmd_test
+	@build/test/native_cmd_test
+
 # The test command (README, .ci/run): ends with "N passed, N failed".
 test: test-deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all ctest
 	@LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(SPECS)
 
 lint: test-deps
@@ -112,7 +133,8 @@ build/asan/$(TARGET): $(SRCS) $(HDRS)
 # (Targets that build run a sub-make after test-deps: on a fresh machine the
 # pkg-config flags above were read before the packages were installed.)
 sanitize: test-deps
-	@$(MAKE) --no-print-directory build/asan/$(TARGET)
+	@$(MAKE) --no-print-directory build/asan/$(TARGET) build/asan/native_cmd_test
+	@build/asan/native_cmd_test
 	@LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	 REDISLOCK_CPATH="./build/asan/?.so" LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(SPECS)

@@ -156,7 +156,7 @@ static int client_opt_nodes(lua_State *L, int idx, topo *t) {
 }
 
 /* core.connect{host=, port=, path=, username=, password=, db=,
- *              connect_timeout=, timeout=, lazy=, probe=,
+ *              connect_timeout=, timeout=, lazy=, probe=, native_commands=,
  *              mode = "single" | "sentinel" | "cluster", seeds = {...},
  *              master=, sentinel_username=, sentinel_password=}
  *   -> client | nil, err, kind
@@ -164,7 +164,11 @@ static int client_opt_nodes(lua_State *L, int idx, topo *t) {
  * node (AUTH, SELECT, PING) at once, all within connect_timeout, so that a
  * wrong address or password, or a listener that does not answer, is
  * reported here, not at the first lock; lazy = true does not (a client that
- * only hosts the watchdog). probe = true also reads INFO memory. seeds: the
+ * only hosts the watchdog). probe = true also reads INFO memory.
+ * native_commands = false: never detect nor use native compare commands
+ * (native_cmd.h), on any of the client's connections; native_assume = bits
+ * (tests only) claims those NATIVE_* features on every connection, to
+ * drive the fallback paths on a server that lacks them. seeds: the
  * sentinels, or the cluster's seed nodes, as "host:port". */
 int client_global_connect(lua_State *L) {
     conn_config cfg;
@@ -211,6 +215,10 @@ int client_global_connect(lua_State *L) {
     lua_getfield(L, 1, "probe");
     probe = lua_toboolean(L, -1);
     lua_pop(L, 1);
+    lua_getfield(L, 1, "native_commands");   /* false: scripts only, no detection */
+    cfg.no_native = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    cfg.native_assume = (unsigned)client_opt_number(L, 1, "native_assume", 0, 0, 31);   /* tests */
 
     /* Closed-state userdata first: if anything below raises, __gc is safe. */
     u = client_push_closed(L);
@@ -523,8 +531,11 @@ static int meth_fd(lua_State *L) {
 }
 
 /* client:server_info() -> { maxmemory_policy = "noeviction" | nil,
- *                            info_error = "NOPERM ..." | nil }
- * What the connect's INFO memory said (probe = true). */
+ *                            info_error = "NOPERM ..." | nil,
+ *                            native = { delifeq = bool, ... } | nil,
+ *                            native_nodes = { ["host:port"] = {...} } | nil }
+ * What the connect's INFO memory said (probe = true), and the native
+ * compare commands the connected nodes have (client_native.c). */
 static int meth_server_info(lua_State *L) {
     client_ud *u = client_check(L);
     const conn_info *info = NULL;
@@ -541,6 +552,7 @@ static int meth_server_info(lua_State *L) {
         lua_pushstring(L, info->info_error);
         lua_setfield(L, -2, "info_error");
     }
+    client_native_info(L, u);
     return 1;
 }
 

@@ -1,4 +1,5 @@
-/* client_internal.h: the client userdata, for client.c and client_topo.c. */
+/* client_internal.h: the client userdata, for client.c, client_topo.c and
+ * client_native.c. */
 #ifndef REDISLOCK_CLIENT_INTERNAL_H
 #define REDISLOCK_CLIENT_INTERNAL_H
 
@@ -28,5 +29,10 @@ extern const luaL_Reg client_events_methods[];
 void client_events_follow(client_ud *u);    /* after the watchdog is made */
 void client_events_free(client_ud *u);
 void client_push_net_stats(lua_State *L, client_ud *u, const wd_stats *w);
+
+/* Adds native = {...} and native_nodes = {...} to the table at the top of
+ * the stack: the native compare commands each connected node has
+ * (client_native.c). */
+void client_native_info(lua_State *L, const client_ud *u);
 
 #endif

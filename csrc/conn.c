@@ -22,9 +22,10 @@
 
 #include "deadline.h"
 #include "monotime.h"
+#include "native_cmd.h"
 #include "resolve.h"
 
-enum { HS_AUTH = 1, HS_SELECT, HS_PING, HS_INFO };
+enum { HS_AUTH = 1, HS_SELECT, HS_PING, HS_INFO, HS_COMMANDS, HS_PROBE };
 
 /* ---- fork: every conn, so a child can close what it inherited ---------- */
 
@@ -201,10 +202,12 @@ static int conn_queue(conn *c, int argc, const char **argv, const size_t *lens) 
 
 /* Queues AUTH, SELECT, PING (which proves the server answers and that we
  * may use it: a missing password fails here with NOAUTH, within the connect
- * deadline) and, for a probing conn, INFO memory. */
+ * deadline), for a probing conn INFO memory and, for a conn to a data
+ * node, the native command detection (its replies never fail the
+ * handshake: see conn_reply). */
 static int conn_queue_handshake(conn *c) {
-    const char *argv[3];
-    size_t lens[3];
+    const char *argv[NATIVE_DETECT_MAX_ARGS];
+    size_t lens[NATIVE_DETECT_MAX_ARGS];
     int argc;
     c->hs_n = c->hs_next = 0;
     if (c->cfg.password) {
@@ -233,6 +236,16 @@ static int conn_queue_handshake(conn *c) {
         argv[1] = "memory"; lens[1] = 6;
         if (conn_queue(c, 2, argv, lens) != 0) return -1;
         c->hs_kind[c->hs_n++] = HS_INFO;
+    }
+    if (c->detect && !c->cfg.no_native) {
+        argc = native_detect_commands_argv(argv, lens);
+        if (conn_queue(c, argc, argv, lens) != 0) return -1;
+        c->hs_kind[c->hs_n++] = HS_COMMANDS;
+        if (c->probe_key[0]) {
+            argc = native_detect_probe_argv(c->probe_key, argv, lens);
+            if (conn_queue(c, argc, argv, lens) != 0) return -1;
+            c->hs_kind[c->hs_n++] = HS_PROBE;
+        }
     }
     return 0;
 }
@@ -267,6 +280,7 @@ static int conn_begin(conn *c) {
     conn_drop(c);
     c->attempts++;   /* counters.h */
     c->pid = proc_id();
+    c->native = 0;   /* learned anew by this handshake */
     c->reader = redisReaderCreate();
     if (c->reader == NULL || conn_queue_handshake(c) != 0) {
         conn_fail(c, CONN_ENOMEM, "failed", "out of memory");
@@ -367,6 +381,10 @@ int conn_reply(conn *c, redisReply **out) {
         kind = c->hs_kind[c->hs_next++];
         if (kind == HS_INFO) {
             conn_read_info(c, r);
+        } else if (kind == HS_COMMANDS) {
+            c->native |= native_detect_commands(r) | c->cfg.native_assume;
+        } else if (kind == HS_PROBE) {
+            c->native |= native_detect_probe(r);
         } else if (r->type == REDIS_REPLY_ERROR) {
             /* Redis' own words; they never contain our arguments */
             c->err = CONN_EREDIS;

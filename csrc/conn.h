@@ -3,7 +3,8 @@
  * hiredis' reply parser. No Lua here.
  *
  * Every exchange runs against one deadline (deadline.h): connect_timeout
- * bounds name resolution, connect and the handshake (AUTH, SELECT, PING)
+ * bounds name resolution, connect and the handshake (AUTH, SELECT, PING,
+ * and for data nodes the native command detection of native_detect.h)
  * together; timeout bounds a command from its send to its whole reply,
  * however slowly the bytes come. After any failure the connection is dead
  * (hiredis' rule): it is closed, the reason kept in errstr, and the next use
@@ -26,6 +27,7 @@
 #include <hiredis.h>
 
 #include "counters.h"
+#include "native_detect.h"
 #include "resp.h"
 #include "sock.h"
 
@@ -50,6 +52,11 @@ typedef struct conn_config {
     int db;                  /* SELECT after connect when > 0 */
     long connect_timeout_ms; /* resolve + connect + handshake, in total */
     long timeout_ms;         /* one command, send to whole reply; 0: none */
+    int no_native;           /* never detect nor use native compare commands */
+    unsigned native_assume;  /* tests only: NATIVE_* bits claimed after every
+                                detection, as if the node had said so (the
+                                specs drive the fallback paths with it on a
+                                server that lacks the commands) */
 } conn_config;
 
 /* What the handshake learned of the server (conn_new's probe = 1). */
@@ -73,7 +80,7 @@ typedef struct conn {
     size_t out_off;
     uint64_t sent_total;     /* bytes handed to the kernel since connect */
     uint64_t queued_total;   /* bytes queued since connect */
-    unsigned char hs_kind[4];/* the handshake's replies, in order */
+    unsigned char hs_kind[8];/* the handshake's replies, in order */
     int hs_n, hs_next;       /* how many; the next one to read */
     int skip;                /* replies of requests nobody waits for any
                                 more (a fan-out that had enough): read and
@@ -85,6 +92,13 @@ typedef struct conn {
     unsigned attempts;       /* connects begun since the last handshake */
     uint64_t handshakes;     /* handshakes completed: after the first, each
                                 one is a reconnect */
+    int detect;              /* the handshake also learns which native
+                                compare commands the node has (native_detect.h) */
+    char probe_key[NATIVE_PROBE_KEY_MAX]; /* the key its SET IFEQ probe uses ("": none) */
+    unsigned native;         /* NATIVE_* bits (native_cmd.h) the node has, as
+                                learned by this connection's handshake: 0
+                                until its replies are read, cleared for a
+                                command the node then refuses */
     int err;                 /* enum conn_err of the last failure */
     char errstr[CONN_ERRSTR_LEN];
     struct conn *reg_prev, *reg_next;  /* all conns, for fork */

@@ -14,6 +14,7 @@
 
 #include "deadline.h"
 #include "monotime.h"
+#include "native_cmd.h"
 
 enum { FO_IDLE = 0, FO_CONNECTING, FO_SENT };
 
@@ -22,14 +23,26 @@ typedef struct fanout_node {
     int state;
     int eval;                   /* sent as EVAL after a NOSCRIPT */
     int retried;                /* sent again once on a new connection */
+    unsigned native;            /* sent as this native command (native_cmd.h) */
+    int scripted;               /* the native one did not run: the script */
 } fanout_node;
 
-static int fanout_append(conn *c, const script_def *s, int eval, int nargs,
+/* The request: the native command that does what s does where the node
+ * has one (its handshake read: a connection still connecting knows none
+ * yet), else EVALSHA, or EVAL after a NOSCRIPT. */
+static int fanout_append(fanout_node *f, const script_def *s, int eval, int nargs,
                          const char **args, const size_t *lens) {
     const char *argv[SCRIPT_MAX_ARGS + 3];
     size_t alens[SCRIPT_MAX_ARGS + 3];
     char nkeys[16];
+    conn *c = f->c;
+    native_cmd nc;
     int i;
+    f->native = 0;
+    if (!eval && !f->scripted && native_build(c->native, s, nargs, args, lens, &nc)) {
+        f->native = nc.op;
+        return conn_append(c, nc.argc, nc.argv, nc.lens);
+    }
     argv[0] = eval ? "EVAL" : "EVALSHA";
     alens[0] = eval ? 4 : 7;
     argv[1] = eval ? s->source : s->sha;
@@ -81,11 +94,30 @@ static int fanout_step(fanout_node *f, fanout_result *res, short revents, const 
             return 1;
         }
         if (k == 0) return 0;
+        if (f->native) {
+            long long v;
+            int verdict = native_reply(f->native, r, &v);
+            if (verdict == NATIVE_MAPPED) {
+                native_reply_set_int(r, v);
+                res->reply = r;
+                res->done = 1;
+                return 1;
+            }
+            /* it did not run: the script, on this master, now */
+            if (verdict == NATIVE_UNSUPPORTED) c->native &= ~f->native;
+            freeReplyObject(r);
+            f->scripted = 1;
+            if (fanout_append(f, s, 0, nargs, args, lens) != 0 || conn_flush_some(c) < 0) {
+                fanout_fail(res, c);
+                return 1;
+            }
+            continue;
+        }
         if (!f->eval && script_is_noscript(r)) {
             freeReplyObject(r);
             f->eval = 1;
             conn_note_noscript(c);
-            if (fanout_append(c, s, 1, nargs, args, lens) != 0 || conn_flush_some(c) < 0) {
+            if (fanout_append(f, s, 1, nargs, args, lens) != 0 || conn_flush_some(c) < 0) {
                 fanout_fail(res, c);
                 return 1;
             }
@@ -114,7 +146,8 @@ static int fanout_send(fanout_node *f, fanout_result *res, const script_def *s, 
         f->state = c->connecting ? FO_CONNECTING : FO_SENT;
     }
     f->eval = 0;
-    if (fanout_append(c, s, 0, nargs, args, lens) != 0 ||
+    f->scripted = 0;
+    if (fanout_append(f, s, 0, nargs, args, lens) != 0 ||
         (f->state == FO_SENT && conn_flush_some(c) < 0)) {
         fanout_fail(res, c);
         return -1;

@@ -13,6 +13,8 @@
 #include "cluster.h"
 #include "deadline.h"
 #include "monotime.h"
+#include "native_cmd.h"
+#include "native_detect.h"
 
 #define ROUTE_MAX_TRIES 8        /* redirects and refreshes per command */
 
@@ -97,6 +99,7 @@ int router_sync(router *r) {
                 conns[i] = r->conns[j];
                 r->conns[j] = NULL;
                 if (s->nodes[i].addrs.n > 0) conn_set_addrs(conns[i], &s->nodes[i].addrs);
+                native_conn_setup(conns[i], s->slot_node, i);   /* its slots may differ now */
                 break;
             }
     router_clear(r);
@@ -120,6 +123,7 @@ conn *router_conn(router *r, int i) {
     if (n->addrs.n > 0) conn_set_addrs(c, &n->addrs);
     c->probe = r->probe;
     c->counters = &r->net;
+    native_conn_setup(c, r->snap->slot_node, i);
     conn_set_spin(c, r->spin_us);
     r->conns[i] = c;
     return c;
@@ -165,17 +169,40 @@ static int route_append(conn *c, const script_def *s, int use_eval, int argc,
     return conn_append(c, argc + 3, full, flens);
 }
 
+/* Where the node has a native command that does what script s does
+ * (native_cmd.h), it goes instead of the script. Its answer becomes the
+ * script's integer, or, when it gave none (an error: it did not run), the
+ * script runs after all; a command the node refuses outright is not tried
+ * again on this connection. Returns 1 when `reply` is final, 0 when the
+ * script must run now (reply freed). */
+static int route_native_reply(conn *c, unsigned op, redisReply *reply) {
+    long long v;
+    switch (native_reply(op, reply, &v)) {
+    case NATIVE_MAPPED:
+        native_reply_set_int(reply, v);
+        return 1;
+    case NATIVE_UNSUPPORTED:
+        c->native &= ~op;
+        break;
+    default:
+        break;
+    }
+    freeReplyObject(reply);
+    return 0;
+}
+
 static redisReply *route_exec(router *r, const char *key, size_t klen, const script_def *s,
                               int argc, const char **argv, const size_t *lens) {
     int64_t deadline = deadline_in_ms(r->timeout_ms);
     topo_node ask = {0};
-    int asking = 0, use_eval = 0, tries = 0, refreshed = 0, waits = 0;
+    int asking = 0, use_eval = 0, tries = 0, refreshed = 0, waits = 0, scripted = 0;
     redisReply *reply = NULL;
     if (topo_epoch(r->t) == 0) refreshed = 1;   /* router_sync loads it now */
     while (reply == NULL) {
         int node, redirect;
         conn *c;
         topo_node target;
+        native_cmd native;
         if (++tries > ROUTE_MAX_TRIES) {
             router_fail(r, CONN_EREDIS, "redis error: too many redirects (the cluster is resharding?)");
             break;
@@ -214,8 +241,12 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             r->stale = 1;
             continue;
         }
+        native.op = 0;
+        if (s != NULL && !use_eval && !scripted)
+            native_build(c->native, s, argc, argv, lens, &native);
         if ((asking && conn_append(c, 1, (const char *[]){"ASKING"}, (const size_t[]){6}) != 0) ||
-            route_append(c, s, use_eval, argc, argv, lens) != 0) {
+            (native.op ? conn_append(c, native.argc, native.argv, native.lens)
+                       : route_append(c, s, use_eval, argc, argv, lens)) != 0) {
             router_fail_conn(r, c);
             break;
         }
@@ -236,6 +267,15 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             break;
         }
         r->last_node = node;
+        if (native.op && !route_native_reply(c, native.op, reply)) {
+            /* it did not run: the script, here and now (after ASKING
+             * again, if that is how we got here), and for the rest of
+             * this call */
+            reply = NULL;
+            scripted = 1;
+            tries--;
+            continue;
+        }
         memset(&target, 0, sizeof target);
         redirect = r->t->mode == TOPO_SINGLE ? CLUSTER_NONE : cluster_redirect_of(reply, &target);
         if (redirect == CLUSTER_NONE) {

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "monotime.h"
+#include "native_detect.h"
 #include "slot.h"
 
 wd *wd_new(topo *t, char *errbuf, size_t errlen) {
@@ -160,6 +161,7 @@ static int wd_check_path(wd *w, const char *key, size_t klen, char *errbuf, size
         snprintf(errbuf, errlen, "out of memory");
         return -1;
     }
+    native_conn_setup(c, s->slot_node, i);
     if (conn_ensure(c) != 0) {
         snprintf(errbuf, errlen, "%s", c->errstr);
         conn_free(c);

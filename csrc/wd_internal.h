@@ -32,6 +32,7 @@ typedef struct wd_req {
     int64_t sent_at;        /* ms, when it was queued: the lease counts from here */
     uint64_t from, to;      /* its bytes in the link's stream (conn offsets) */
     int eval;               /* sent as EVAL, after a NOSCRIPT */
+    unsigned native;        /* sent as this native command (native_cmd.h), 0: the script */
     int asking;             /* sent after ASKING (a slot being migrated) */
     const struct script_def *script;  /* extend, redlock_renew or redlock_claim */
     uint32_t round;         /* the entry's round it was sent in */
@@ -92,7 +93,10 @@ int64_t wd_retry_at(const wd_entry *e, int64_t now);
 
 /* wd_link.c: with w->mu held; never blocks. */
 int wd_link_reserve(wd_link *l, uint32_t total);
-int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int eval, int asking, int64_t sent_at,
+/* how: 0, or WD_SEND_* bits */
+#define WD_SEND_EVAL   1    /* EVAL with the source (after a NOSCRIPT) */
+#define WD_SEND_SCRIPT 2    /* the script even where a native command would do */
+int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t sent_at,
                   const struct script_def *script);
 int wd_links_sync(wd *w, int64_t now);
 int wd_link_open(wd_link *l, int64_t now);

@@ -18,6 +18,8 @@
 #include <string.h>
 
 #include "lease.h"
+#include "native_cmd.h"
+#include "native_detect.h"
 #include "script.h"
 
 static wd_req *wd_link_at(const wd_link *l, uint32_t i) {
@@ -43,8 +45,10 @@ int wd_link_reserve(wd_link *l, uint32_t total) {
 }
 
 /* EVALSHA (or EVAL) extend 1 key token ttl, queued on the link's conn,
- * after an ASKING when the slot is being migrated to this node. */
-int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int eval, int asking, int64_t sent_at,
+ * after an ASKING when the slot is being migrated to this node; or the
+ * native command that does what the script does, where the node has one
+ * (native_cmd.h; known once the link's handshake was read). */
+int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t sent_at,
                   const struct script_def *script) {
     static const script_def *extend, *redlock_renew, *redlock_claim;
     const char *argv[6];
@@ -53,6 +57,8 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int eval, int asking, int64_t 
     uint64_t from;
     wd_req *req;
     const script_def *renew;
+    native_cmd nc;
+    int eval = how & WD_SEND_EVAL;
     if (extend == NULL) {
         extend = script_find("extend");
         redlock_renew = script_find("redlock_renew");
@@ -94,7 +100,11 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int eval, int asking, int64_t 
     lens[4] = e->toklen;
     lens[5] = (size_t)snprintf(ttl, sizeof ttl, "%lld", (long long)e->ttl_ms);
     argv[5] = ttl;
-    if (conn_append(l->c, 6, argv, lens) != 0) return -1;
+    nc.op = 0;
+    if (!(how & (WD_SEND_EVAL | WD_SEND_SCRIPT)))
+        native_build(l->c->native, renew, 3, argv + 3, lens + 3, &nc);
+    if (conn_append(l->c, nc.op ? nc.argc : 6, nc.op ? nc.argv : argv, nc.op ? nc.lens : lens) != 0)
+        return -1;
     req = wd_link_at(l, l->n++);
     req->e = e;
     req->ttl_ms = e->ttl_ms;
@@ -102,6 +112,7 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int eval, int asking, int64_t 
     req->from = from;
     req->to = l->c->queued_total;
     req->eval = eval;
+    req->native = nc.op;
     req->asking = asking;
     req->script = renew;
     req->round = e->round;
@@ -312,6 +323,7 @@ int wd_links_sync(wd *w, int64_t now) {
         if (topo_node_dup(&l->node, &s->nodes[i]) != 0) goto oom;
         l->c = wd_link_conn(w, &s->nodes[i]);
         if (l->c == NULL || wd_link_reserve(l, w->nentries * 2 + 2) != 0) goto oom;
+        native_conn_setup(l->c, s->slot_node, i);
     }
     /* then what cannot: moving the links we keep */
     for (i = 0; i < s->nnodes; i++) {
@@ -321,6 +333,7 @@ int wd_links_sync(wd *w, int64_t now) {
         links[i] = *old;
         memset(old, 0, sizeof *old);
         if (s->nodes[i].addrs.n > 0) conn_set_addrs(links[i].c, &s->nodes[i].addrs);
+        native_conn_setup(links[i].c, s->slot_node, i);
     }
     for (j = 0; j < w->nlinks; j++)
         if (w->links[j].c) {

@@ -20,6 +20,7 @@
 
 #include "cluster.h"
 #include "lease.h"
+#include "native_cmd.h"
 #include "script.h"
 
 #define WD_BATCH_MAX 1024       /* renewals queued per pass, to bound the mutex hold */
@@ -151,6 +152,32 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
     wd_entry *e = req->e;
     topo_node target;
     int redirect, outcome;
+    redisReply mapped;
+    if (req->native) {
+        /* A native command stood in for the script: its answer read as the
+         * script's integer; or, when it gave none (an error: it did not
+         * run), the script sent now, the lease still counting from the
+         * first send. A command the node refuses is not tried again on
+         * this connection. */
+        long long v;
+        int verdict = native_reply(req->native, r, &v);
+        if (verdict == NATIVE_MAPPED) {
+            memset(&mapped, 0, sizeof mapped);
+            mapped.type = REDIS_REPLY_INTEGER;
+            mapped.integer = v;
+            r = &mapped;
+        } else {
+            if (verdict == NATIVE_UNSUPPORTED) l->c->native &= ~req->native;
+            if (!e->orphaned && e->state == WD_HELD) {
+                e->queued--;
+                if (wd_link_queue(w, l, e, WD_SEND_SCRIPT, req->asking, req->sent_at, req->script) != 0) {
+                    e->queued++;
+                    wd_apply_failure(w, e, now);
+                }
+                return 0;
+            }
+        }
+    }
     if (!e->orphaned && e->state == WD_HELD && !req->eval && script_is_noscript(r)) {
         /* The script cache was flushed (or this node never saw it: the
          * cache is per node): the script did not run, so EVAL runs it

@@ -46,7 +46,7 @@ local CONNECT_OPTIONS = {
   password = true, db = true, connect_timeout = true, timeout = true,
   prefix = true, transport = true, strict = true, fence_ttl = true,
   sentinels = true, master = true, sentinel_username = true, sentinel_password = true,
-  cluster = true, redlock = true, on_event = true,
+  cluster = true, redlock = true, on_event = true, native_commands = true,
 }
 
 -- How a client talks to Redis: each returns a channel (redislock.channel).
@@ -148,6 +148,9 @@ local function endpoint(opts)
     check_number("connect", "connect_timeout", cfg.connect_timeout, 0.001, 86400)
   end
   if cfg.timeout ~= nil then check_number("connect", "timeout", cfg.timeout, 0, 86400) end
+  -- false: scripts only, and no detection of the native compare commands
+  check_type("connect", "native_commands", opts.native_commands, "boolean", true)
+  cfg.native_commands = opts.native_commands
   return cfg
 end
 
@@ -200,7 +203,8 @@ end
 --- Opens a client with one connection to Redis.
 -- syntax: client, err = redislock.connect{url=, host=, port=, path=, username=,
 --           password=, db=, connect_timeout=2, timeout=2, prefix="",
---           transport="native", strict=false, fence_ttl=604800, on_event=nil}
+--           transport="native", strict=false, fence_ttl=604800, on_event=nil,
+--           native_commands=true}
 -- transport: "native" (the C core) or "cosocket" (inside nginx: calls yield
 -- to the event loop; see lua/redislock/cosocket.lua).
 function _M.connect(opts)

@@ -106,6 +106,16 @@ function Client:warnings()
   return out
 end
 
+--- What the client learned of the server when it connected: maxmemory_policy
+-- (or info_error), and native = { delifeq =, delex =, set_ifeq =, cad =,
+-- cas = } (booleans), the native compare commands the main connection's
+-- node has, with native_nodes = { ["host:port"] = {...} } for every node
+-- connected so far (README, "Native compare commands").
+-- syntax: t = client:server_info()
+function Client:server_info()
+  return self:_open():server_info()
+end
+
 --- Closes the connections and stops the watchdog thread (at once: it never
 -- waits for Redis). Idempotent. Locks still held are no longer renewed and
 -- keep their lease until their ttl runs out.

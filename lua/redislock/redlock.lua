@@ -323,7 +323,7 @@ function _M.connect(masters, settings, cfg)
   end
   local native = require "redislock.native"
   local ch, err, kind = native.open({ mode = "redlock", nodes = nodes,
-    connect_timeout = cfg.connect_timeout, timeout = cfg.timeout })
+    connect_timeout = cfg.connect_timeout, timeout = cfg.timeout, native_commands = cfg.native_commands })
   if not ch then return nil, err, kind end
   local quorum = math.floor(#nodes / 2) + 1
   local client = setmetatable(clientmod.new(ch, settings), RedlockClient)
