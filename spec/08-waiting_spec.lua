@@ -253,8 +253,9 @@ describe("waiting", function()
     -- a coroutine cannot interleave a blocking call, so check the layout:
     -- after a wait, the client's channel has a separate wait connection
     local l = assert(client:acquire(name, { ttl = 5, wait = 5 }))
-    assert.is_truthy(client._conn._wait)
-    assert.are_not.equal(client._conn._wait, client._conn._main)
+    local wait_conn = client._conn:wait_connection()
+    assert.is_truthy(wait_conn)
+    assert.are_not.equal(wait_conn, client._conn)
     l:release()
     assert.equal(0, p:wait(5))
   end)

@@ -38,43 +38,61 @@ local function fair_grant_ms(ttl)
   return math.min(ttl_ms(ttl), FAIR_GRANT_MS)
 end
 
-local OPTIONS = {
-  ttl = true, wait = true, watchdog = true, on_lost = true, max_hold = true,
-  notify = true, fair = true, spin = true, replicas = true, replicas_timeout = true,
-  reentrant = true, owner = true, fence = true,
+local MIN_TTL, MAX_TTL = lockmod.MIN_TTL, lockmod.MAX_TTL
+local EMPTY = setmetatable({}, { __newindex = function() error("read-only", 2) end })
+
+local function check_boolean(fname, argname, v)
+  if type(v) ~= "boolean" then check_type(fname, argname, v, "boolean") end
+end
+
+-- acquire's options, each with its check. The common case costs one type
+-- test and a range test per option given; only a bad value goes on to the
+-- checks module, which words the error (the same words as everywhere).
+local CHECK = {
+  ttl = function(fname, v)
+    if type(v) ~= "number" or not (v >= MIN_TTL and v <= MAX_TTL) then lockmod.check_ttl(fname, v) end
+  end,
+  wait = function(fname, v)
+    if type(v) ~= "number" or not (v >= 0 and v <= MAX_TTL or v == math.huge) then
+      check_number(fname, "wait", v, 0, MAX_TTL, true)
+    end
+  end,
+  watchdog = function(fname, v) check_boolean(fname, "watchdog", v) end,
+  on_lost = function(fname, v) checks.check_callable(fname, "on_lost", v) end,
+  notify = function(fname, v) check_boolean(fname, "notify", v) end,
+  fair = function(fname, v) check_boolean(fname, "fair", v) end,
+  spin = function(fname, v) check_number(fname, "spin", v, 0, MAX_SPIN) end,
+  max_hold = function(fname, v) check_number(fname, "max_hold", v, MIN_TTL, MAX_TTL) end,
+  replicas = function(fname, v) lockmod.check_replicas(fname, v, nil) end,
+  replicas_timeout = function(fname, v) lockmod.check_replicas(fname, nil, v) end,
+  reentrant = function(fname, v) check_boolean(fname, "reentrant", v) end,
+  owner = function(fname, v)
+    checks.check_string(fname, "owner", v)
+    if #v >= 64 then checks.argerror(fname, "owner", "at most 63 bytes") end
+  end,
+  fence = function(fname, v) check_boolean(fname, "fence", v) end,
 }
 
 -- Checks acquire's options once; returns the settings the loop uses.
 local function settings(fname, name, opts)
-  checks.check_name(fname, name)
-  opts = checks.check_options(fname, opts, OPTIONS)
-  local ttl = opts.ttl == nil and DEFAULT_TTL or opts.ttl
-  lockmod.check_ttl(fname, ttl)
-  local wait = opts.wait == nil and 0 or opts.wait
-  check_number(fname, "wait", wait, 0, lockmod.MAX_TTL, true)
-  check_type(fname, "watchdog", opts.watchdog, "boolean", true)
-  checks.check_callable(fname, "on_lost", opts.on_lost, true)
-  check_type(fname, "notify", opts.notify, "boolean", true)
-  check_type(fname, "fair", opts.fair, "boolean", true)
-  local spin = opts.spin == nil and 0 or opts.spin
-  check_number(fname, "spin", spin, 0, MAX_SPIN)
-  local max_hold = opts.max_hold
-  if max_hold ~= nil then check_number(fname, "max_hold", max_hold, lockmod.MIN_TTL, lockmod.MAX_TTL) end
-  lockmod.check_replicas(fname, opts.replicas, opts.replicas_timeout)
-  check_type(fname, "reentrant", opts.reentrant, "boolean", true)
-  if opts.owner ~= nil then
-    checks.check_string(fname, "owner", opts.owner)
-    if not opts.reentrant then checks.argerror(fname, "owner", "only with reentrant = true") end
-    if #opts.owner >= 64 then checks.argerror(fname, "owner", "at most 63 bytes") end
+  if type(name) ~= "string" or name == "" then checks.check_name(fname, name) end
+  if opts == nil then return EMPTY, DEFAULT_TTL, 0, 0, nil end
+  if type(opts) ~= "table" then check_type(fname, "opts", opts, "table") end
+  for k, v in next, opts do
+    local check = CHECK[k]
+    if not check then checks.argerror(fname, "opts", "unknown option '" .. tostring(k) .. "'") end
+    check(fname, v)
   end
-  check_type(fname, "fence", opts.fence, "boolean", true)
+  if opts.owner ~= nil and not opts.reentrant then
+    checks.argerror(fname, "owner", "only with reentrant = true")
+  end
   if opts.fence == false and (opts.fair or opts.reentrant) then
     checks.argerror(fname, "fence", "fair and reentrant locks always carry a fence")
   end
   if opts.reentrant and opts.fair then
     checks.argerror(fname, "fair", "a reentrant lock cannot be fair")
   end
-  return opts, ttl, wait, spin, max_hold
+  return opts, opts.ttl or DEFAULT_TTL, opts.wait or 0, opts.spin or 0, opts.max_hold
 end
 
 return function(Client)
@@ -221,13 +239,19 @@ return function(Client)
   function Client:_acquire(fname, name, opts)
     local ttl, wait, spin, max_hold
     opts, ttl, wait, spin, max_hold = settings(fname, name, opts)
-    self:_open()
-    self:poll()
+    self:poll()   -- (raises once the client is closed)
 
     local keys = self._keys_of(name)
     -- One token for the whole call: it is also a fair waiter's place in
     -- line. A reentrant lock's is its owner's.
     local token = opts.reentrant and (opts.owner or self.owner) or assert(core.token())
+    if wait == 0 then
+      -- one attempt, no loop (the uncontended path)
+      local t_call = monotime()
+      local lock, err = self:_try(name, keys, token, ttl, "poll", opts, max_hold, t_call, true)
+      metrics.acquire_done(self, name, lock, err, t_call, 0)   -- [metrics]
+      return lock, err
+    end
     local mode = opts.fair and wait > 0 and "fair"
       or (wait > 0 and opts.notify ~= false) and "notify" or "poll"
     local signal = mode == "fair" and keys.signal .. ":" .. token or keys.signal

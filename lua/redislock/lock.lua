@@ -24,8 +24,10 @@ _M.Lock = Lock
 -- t0: the ttl minus the time the operation took, minus a margin for the
 -- server's and our clocks running at slightly different rates (Redlock's
 -- 1% + 2 ms; defined once, in csrc/lease.h, for us and the watchdog).
+local drift_ttl, drift_of = nil, nil    -- the last ttl asked, and its margin
 function _M.lease_end(t0, ttl)
-  return t0 + ttl - core.drift(ttl)
+  if ttl ~= drift_ttl then drift_ttl, drift_of = ttl, core.drift(ttl) end
+  return t0 + ttl - drift_of
 end
 local lease_end = _M.lease_end
 
@@ -196,8 +198,7 @@ end
 -- syntax: ok, err = lock:release()
 function Lock:release()
   local client = self._client
-  client:_open()
-  client:poll()
+  client:poll()   -- (raises once the client is closed)
   if self._state == "released" then return nil, "not held" end
   if self._pid ~= getpid() then return nil, "not held" end
   -- Unregister first: from here on the watchdog queues nothing for this

@@ -43,20 +43,26 @@ _M.LAYOUTS = { wait_time = WAIT, hold_time = HOLD, hold_ttl_ratio = RATIO }
 -- from the start, at 0.
 local REASONS = { "not held", "unreachable", "expired", "max_hold", "forked", "stopped" }
 
+-- A histogram is its bucket counts (h[1] .. h[n + 1]) and their sum; the
+-- count is the total of the buckets, added up only by stats().
 local function new_hist(b)
-  local counts = {}
-  for i = 1, b.n + 1 do counts[i] = 0 end
-  return { counts = counts, sum = 0, n = 0 }
+  local h = { sum = 0 }
+  for i = 1, b.n + 1 do h[i] = 0 end
+  return h
 end
 
 -- One value into its bucket: one log, a comparison or two to settle a
--- value at an exact power of two that the log put one bucket off.
+-- value at an exact power of two that the log put one bucket off. The
+-- first test takes the common case (a short wait or hold) at once.
 local function observe(h, b, x)
+  h.sum = h.sum + x
+  if x <= b[1] then
+    h[1] = h[1] + 1
+    return
+  end
   local n = b.n
   local i
-  if x <= b[1] then
-    i = 1
-  elseif x > b[n] then
+  if x > b[n] then
     i = n + 1
   else
     i = ceil(log(x) * INV_LN2) - b.lo + 1
@@ -66,10 +72,7 @@ local function observe(h, b, x)
       i = i + 1
     end
   end
-  local counts = h.counts
-  counts[i] = counts[i] + 1
-  h.sum = h.sum + x
-  h.n = h.n + 1
+  h[i] = h[i] + 1
 end
 _M.observe = observe
 _M.new_hist = new_hist
@@ -167,12 +170,11 @@ end
 
 local function hist_view(h, b)
   local buckets, acc = {}, 0
-  for i = 1, b.n do
-    acc = acc + h.counts[i]
-    buckets[i] = { le = b[i], count = acc }
+  for i = 1, b.n + 1 do
+    acc = acc + h[i]
+    buckets[i] = { le = b[i] or huge, count = acc }
   end
-  buckets[b.n + 1] = { le = huge, count = h.n }
-  return { buckets = buckets, sum = h.sum, count = h.n }
+  return { buckets = buckets, sum = h.sum, count = acc }
 end
 
 --- client:stats(): the transport's C counters (`c`, a fresh table) with the

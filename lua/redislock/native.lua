@@ -1,16 +1,66 @@
 --- redislock.native: the channel over the C core's connections (any Lua
 -- host; calls block the calling thread). See redislock.channel for the
--- contract. The main connection runs scripts and commands; waiting for a
--- release blocks on a second connection of its own, made at the first
--- wait, so a BLPOP never holds up the main one (and the watchdog has its
--- own anyway).
+-- contract.
+--
+-- The channel is the C client itself: it implements the contract's
+-- methods (script, command, replicas, watch, losses, fd, stats, events,
+-- server_info, closed), so the hot path calls C with no Lua layer between.
+-- This file adds to the C clients' method table the three it does in Lua:
+-- block (waiting for a release blocks on a second connection of its own,
+-- made at the first wait, so a BLPOP never holds up the main one; the
+-- watchdog has its own anyway), sleep, and a close that closes that
+-- wait connection too.
 
 local core = require "redislock.core"
 
 local _M = {}
 
-local Native = {}
-Native.__index = Native
+local waits = setmetatable({}, { __mode = "k" })   -- client -> its wait connection
+
+--- BLPOP key for up to `seconds` on the wait connection. Returns the
+-- popped value, false when the time passed without one, or nil, err, kind.
+-- Redis checks blocking timeouts only at its hz (every 100 ms by default),
+-- so a BLPOP may return well after its timeout: with exact = true our own
+-- deadline, a hair after it, ends the wait (the connection is dropped, the
+-- server forgets the BLPOP with it, the next wait reconnects); otherwise
+-- Redis ends it and the connection is kept. spin: see conn_spin (conn.c).
+local function block(self, key, seconds, exact, spin)
+  local conn = waits[self]
+  if not conn then
+    -- the same topology (one node, the Sentinel's master, the Cluster's
+    -- map), connections of its own
+    conn = self:wait_client()
+    waits[self] = conn
+  end
+  conn:set_timeout(seconds + (exact and 0.005 or 0.25))
+  conn:set_spin(spin or 0)
+  local r, err, kind = conn:command("BLPOP", key, string.format("%.3f", seconds))
+  if r == nil then return nil, err, kind end
+  return r and r[2] or false
+end
+
+local function sleep(_, seconds) core.sleep(seconds) end
+
+-- Installs block, sleep and close in the C clients' method table, once.
+local installed = false
+local function install(client)
+  if installed then return end
+  local methods = getmetatable(client).__index
+  local c_close = methods.close
+  methods.block = block
+  methods.sleep = sleep
+  methods.close = function(self)
+    local w = waits[self]
+    if w then
+      waits[self] = nil
+      w:close()
+    end
+    return c_close(self)
+  end
+  --- The wait connection, if one was made (for specs).
+  methods.wait_connection = function(self) return waits[self] end
+  installed = true
+end
 
 --- Opens the main connection, checked at once (within connect_timeout): a
 -- wrong address or password, or a server that does not answer, fails here.
@@ -21,51 +71,8 @@ function _M.open(cfg)
   main_cfg.probe = true  -- also read INFO memory (the eviction check)
   local main, err, kind = core.connect(main_cfg)
   if not main then return nil, err, kind end
-  return setmetatable({ _main = main, _wait = nil }, Native)
+  install(main)
+  return main
 end
-
-function Native:script(...) return self._main:script(...) end
-function Native:command(...) return self._main:command(...) end
-function Native:replicas(n, timeout) return self._main:replicas(n, timeout) end
-
---- BLPOP key for up to `seconds` on the wait connection. Returns the
--- popped value, false when the time passed without one, or nil, err, kind.
--- Redis checks blocking timeouts only at its hz (every 100 ms by default),
--- so a BLPOP may return well after its timeout: with exact = true our own
--- deadline, a hair after it, ends the wait (the connection is dropped, the
--- server forgets the BLPOP with it, the next wait reconnects); otherwise
--- Redis ends it and the connection is kept. spin: see conn_spin (conn.c).
-function Native:block(key, seconds, exact, spin)
-  local conn = self._wait
-  if not conn then
-    -- the same topology (one node, the Sentinel's master, the Cluster's
-    -- map), connections of its own
-    conn = self._main:wait_client()
-    self._wait = conn
-  end
-  conn:set_timeout(seconds + (exact and 0.005 or 0.25))
-  conn:set_spin(spin or 0)
-  local r, err, kind = conn:command("BLPOP", key, string.format("%.3f", seconds))
-  if r == nil then return nil, err, kind end
-  return r and r[2] or false
-end
-
-Native.sleep = function(_, seconds) core.sleep(seconds) end
-
-function Native:watch(...) return self._main:watch(...) end
-function Native:losses() return self._main:losses() end
-function Native:fd() return self._main:fd() end
-function Native:stats() return self._main:stats() end
-function Native:events() return self._main:events() end
-function Native:server_info() return self._main:server_info() end
-
-function Native:close()
-  self._main:close()
-  if self._wait then self._wait:close() end
-  return true
-end
-
-function Native:closed() return self._main:closed() end
-function Native:__tostring() return tostring(self._main) end
 
 return _M

@@ -104,7 +104,7 @@ end
 --- Deletes key on every master where it still holds token. Returns how
 -- many masters had it, and whether every master answered.
 function RedlockClient:_release_all(key, token, ttl)
-  local results = self._conn._main:fanout(self:master_timeout(ttl or DEFAULT_TTL), 0, "redlock_release",
+  local results = self._conn:fanout(self:master_timeout(ttl or DEFAULT_TTL), 0, "redlock_release",
     key, token)
   local had, answered = tally(results)
   return had, answered == #results, results
@@ -113,7 +113,7 @@ end
 -- One attempt at t0: the lock's lease end, or nil, err, holder_ms.
 function RedlockClient:_attempt(key, token, ttl)
   local t0 = monotime()
-  local results = self._conn._main:fanout(self:master_timeout(ttl), self._quorum, "redlock_acquire",
+  local results = self._conn:fanout(self:master_timeout(ttl), self._quorum, "redlock_acquire",
     key, token, ttl_ms(ttl))
   local granted = tally(results)
   local expires = lockmod.lease_end(t0, ttl)
@@ -218,7 +218,7 @@ function RedlockClient:inspect(name)
   checks.check_name("inspect", name)
   self:_open()
   local key = self._keys_of(name).lock
-  local results = self._conn._main:fanout(self:master_timeout(DEFAULT_TTL), 0, "redlock_inspect", key)
+  local results = self._conn:fanout(self:master_timeout(DEFAULT_TTL), 0, "redlock_inspect", key)
   local counts, masters, best = {}, {}, nil
   for i, r in ipairs(results) do
     if r.ok then
@@ -269,7 +269,7 @@ function RedlockLock:extend(ttl)
   client:poll()
   if self._state ~= "held" or self._pid ~= core.getpid() then return nil, "not held" end
   local t0 = monotime()
-  local results = client._conn._main:fanout(client:master_timeout(ttl), client._quorum, "extend",
+  local results = client._conn:fanout(client:master_timeout(ttl), client._quorum, "extend",
     self._keys.lock, self.token, ttl_ms(ttl))
   local yes, answered = tally(results)
   local expires = lockmod.lease_end(t0, ttl)
@@ -330,7 +330,7 @@ function _M.connect(masters, settings, cfg)
   client._quorum = quorum
   client._master_cap = cfg.timeout and cfg.timeout > 0 and cfg.timeout or 2
   -- a majority must answer now, as connect checks the server elsewhere
-  local results = ch._main:fanout(math.min(cfg.connect_timeout or 2, client._master_cap), quorum, "redlock_ping")
+  local results = ch:fanout(math.min(cfg.connect_timeout or 2, client._master_cap), quorum, "redlock_ping")
   local up = tally(results)
   if up < quorum then
     ch:close()
