@@ -20,6 +20,7 @@ watchdog thread and its connection, a script's first EVAL) cancel out.
   redislock             bench/callgrind_worker.lua: client:acquire(name,
                         {ttl = 10}) + lock:release(), watchdog on
   redislock-nowatchdog  the same with watchdog = false
+  redislock-nofence     watchdog on, fence = false (a plain SET NX PX)
 
 Columns:
   instr/cycle   instructions executed by the client process, every thread
@@ -78,6 +79,9 @@ local VARIANTS = {
     end },
   { name = "redislock-nowatchdog", lua = true, cmd = function(srv, key, n)
       return helpers.lua_cmd("bench/callgrind_worker.lua", srv.url, key, n, 0)
+    end },
+  { name = "redislock-nofence", lua = true, cmd = function(srv, key, n)
+      return helpers.lua_cmd("bench/callgrind_worker.lua", srv.url, key, n, "nofence")
     end },
 }
 

@@ -3,7 +3,8 @@
 -- lock:release(), and nothing else per cycle: no clock, no output (so that
 -- the instructions of a run, minus those of a shorter run, are the cycles').
 --
--- usage: lua callgrind_worker.lua URL NAME N WATCHDOG(1|0) [vm]
+-- usage: lua callgrind_worker.lua URL NAME N WATCHDOG(1|0|nofence) [vm]
+-- ("nofence": the watchdog on, fence = false)
 -- Prints "done N"; exits non-zero on any failure.
 --
 -- With "vm": after 10 untimed cycles, a count hook on every Lua VM
@@ -17,6 +18,7 @@ local redislock = require "redislock"
 local url, name, n, watchdog, vm = arg[1], arg[2], tonumber(arg[3]), arg[4] ~= "0", arg[5] == "vm"
 local client = assert(redislock.connect { url = url })
 local opts = { ttl = 10, watchdog = watchdog }
+if arg[4] == "nofence" then opts.fence = false end
 
 local function cycles(k)
   for _ = 1, k do

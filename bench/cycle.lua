@@ -18,6 +18,8 @@ cycles on a name nobody else takes:
                        watchdog on (the default): registration and
                        unregistration with the native thread included.
   redislock-nowatchdog the same with watchdog = false.
+  redislock-nofence    watchdog on, fence = false: the acquire is a plain
+                       SET NX PX (no fence drawn), the release the script.
   redis-py             redis-py's Lock (Debian's python3-redis, run with
                        /usr/bin/python3): acquire(blocking=False) + release().
   node-redlock         node-redlock 4.2.0 on ioredis (bench/peers, installed
@@ -77,6 +79,9 @@ local VARIANTS = {
     end },
   { name = "redislock-nowatchdog", cmd = function(srv, key)
       return helpers.lua_cmd("bench/cycle_worker.lua", srv.url, key, ITERATIONS, 0)
+    end },
+  { name = "redislock-nofence", cmd = function(srv, key)
+      return helpers.lua_cmd("bench/cycle_worker.lua", srv.url, key, ITERATIONS, 1, 0)
     end },
   { name = "redis-py", missing = python_missing, cmd = function(srv, key)
       return table.concat({ quote(PYTHON), "bench/peers/redis_py_cycle.py", srv.host, srv.port, quote(key),

@@ -312,7 +312,7 @@ static int meth_script(lua_State *L) {
     client_ud *u = client_check(L);
     size_t len;
     const char *name = luaL_checklstring(L, 2, &len);
-    const script_def *s = strlen(name) == len ? script_find(name) : NULL;
+    const script_def *s = script_find_len(name, len);
     int n;
     if (s == NULL) return luaL_argerror(L, 2, "no such script");
     n = luaval_args(L, 3, argv, lens, SCRIPT_MAX_ARGS);
@@ -368,7 +368,7 @@ static int meth_fanout(lua_State *L) {
     int quorum = (int)luaL_checkinteger(L, 3), n, i, nargs;
     size_t len;
     const char *name = luaL_checklstring(L, 4, &len);
-    const script_def *s = strlen(name) == len ? script_find(name) : NULL;
+    const script_def *s = script_find_len(name, len);
     fanout_result *res;
     if (!(timeout > 0 && timeout <= 86400)) return luaL_argerror(L, 2, "timeout out of range");
     if (s == NULL) return luaL_argerror(L, 4, "no such script");

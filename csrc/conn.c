@@ -556,6 +556,17 @@ int conn_append(conn *c, int argc, const char **argv, const size_t *lens) {
     return 0;
 }
 
+int conn_append_pre(conn *c, size_t total, const char *pre, size_t prelen, int argc,
+                    const char **argv, const size_t *lens) {
+    size_t before = c->out.len;
+    if (resp_command_pre(&c->out, total, pre, prelen, argc, argv, lens) != 0) {
+        conn_fail(c, CONN_ENOMEM, "lost", "out of memory");
+        return -1;
+    }
+    c->queued_total += c->out.len - before;
+    return 0;
+}
+
 redisReply *conn_read(conn *c, int64_t deadline) {
     if (c->fd < 0) return NULL;
     if (c->out_off < c->out.len && conn_flush(c, deadline, "lost") != 0) return NULL;

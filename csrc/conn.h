@@ -141,6 +141,9 @@ redisReply *conn_command(conn *c, int argc, const char **argv, const size_t *len
 /* Pipelining: conn_ensure, queue commands, then read their replies in order
  * against one deadline (conn_deadline: now + timeout). Same error rules. */
 int conn_append(conn *c, int argc, const char **argv, const size_t *lens);
+/* The same, the first arguments given in RESP already (resp_command_pre). */
+int conn_append_pre(conn *c, size_t total, const char *pre, size_t prelen, int argc,
+                    const char **argv, const size_t *lens);
 redisReply *conn_read(conn *c, int64_t deadline);
 int64_t conn_deadline(const conn *c);
 

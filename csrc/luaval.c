@@ -13,6 +13,7 @@
 
 #include "lauxlib.h"
 #include "compat.h"
+#include "resp.h"
 
 /* Writes the number at stack index i as Redis wants it, replacing it with
  * the string. Integral values become integers with every digit ("1500", not
@@ -24,7 +25,7 @@ void luaval_number_arg(lua_State *L, int i) {
     int len;
 #if LUA_VERSION_NUM >= 503
     if (lua_isinteger(L, i)) {
-        len = snprintf(buf, sizeof buf, LUA_INTEGER_FMT, (LUAI_UACINT)lua_tointeger(L, i));
+        len = (int)resp_i64(buf, (long long)lua_tointeger(L, i));
     } else
 #endif
     {
@@ -32,7 +33,7 @@ void luaval_number_arg(lua_State *L, int i) {
         if (x != x || x == HUGE_VAL || x == -HUGE_VAL)
             luaL_argerror(L, i, "finite number expected");
         if (floor(x) == x && fabs(x) < 9.2e18) {
-            len = snprintf(buf, sizeof buf, "%lld", (long long)x);
+            len = (int)resp_i64(buf, (long long)x);
         } else {
             /* the shortest of 15, 16, 17 digits that reads back the same:
              * 0.1 goes as "0.1", not "0.10000000000000001" */

@@ -156,6 +156,8 @@ static int route_append(conn *c, const script_def *s, int use_eval, int argc,
     int i;
     if (s == NULL) return conn_append(c, argc, argv, lens);
     if (argc > SCRIPT_MAX_ARGS) return -1;
+    if (!use_eval)   /* the hot path: "EVALSHA sha nkeys" precomputed */
+        return conn_append_pre(c, (size_t)argc + 3, s->evalsha, s->evalsha_len, argc, argv, lens);
     full[0] = use_eval ? "EVAL" : "EVALSHA";
     flens[0] = use_eval ? 4 : 7;
     full[1] = use_eval ? s->source : s->sha;
@@ -194,7 +196,9 @@ static int route_native_reply(conn *c, unsigned op, redisReply *reply) {
 static redisReply *route_exec(router *r, const char *key, size_t klen, const script_def *s,
                               int argc, const char **argv, const size_t *lens) {
     int64_t deadline = deadline_in_ms(r->timeout_ms);
-    topo_node ask = {0};
+    topo_node ask;           /* where an ASK sent us; valid when have_ask (not
+                                zeroed up front: it is large, and rarely used) */
+    int have_ask = 0;
     int asking = 0, use_eval = 0, tries = 0, refreshed = 0, waits = 0, scripted = 0;
     redisReply *reply = NULL;
     if (topo_epoch(r->t) == 0) refreshed = 1;   /* router_sync loads it now */
@@ -307,9 +311,9 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             asking = 0;
             break;
         case CLUSTER_ASK:
-            topo_node_clear(&ask);
+            if (have_ask) topo_node_clear(&ask);
             ask = target;
-            asking = 1;
+            have_ask = asking = 1;
             break;
         case CLUSTER_TRYAGAIN:
             /* a multi-key request in a slot being migrated: it did not
@@ -337,7 +341,7 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             break;
         }
     }
-    topo_node_clear(&ask);
+    if (have_ask) topo_node_clear(&ask);
     return reply;
 }
 

@@ -9,6 +9,7 @@
 #include "script.h"
 
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "scripts_gen.h"
@@ -16,10 +17,36 @@
 #define SCRIPT_COUNT (sizeof script_table / sizeof script_table[0])
 
 const script_def *script_find(const char *name) {
-    size_t i;
-    for (i = 0; i < SCRIPT_COUNT; i++)
-        if (strcmp(script_table[i].name, name) == 0) return &script_table[i];
+    size_t lo = 0, hi = SCRIPT_COUNT;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int cmp = strcmp(name, script_table[mid].name);
+        if (cmp == 0) return &script_table[mid];
+        if (cmp < 0) hi = mid;
+        else lo = mid + 1;
+    }
     return NULL;
+}
+
+/* The names come from Lua's interned strings, so one call site passes the
+ * same pointer every time: a per-thread cache of the last few lookups,
+ * checked by content (a pointer can be reused for another string once the
+ * first is collected), saves the binary search on the hot path. */
+#define SCRIPT_CACHE 8
+static __thread struct { const char *name; const script_def *def; } script_cache[SCRIPT_CACHE];
+
+const script_def *script_find_len(const char *name, size_t len) {
+    size_t slot = ((uintptr_t)name >> 4) % SCRIPT_CACHE;
+    const script_def *def = script_cache[slot].def;
+    if (script_cache[slot].name == name && def != NULL && memcmp(def->name, name, len + 1) == 0)
+        return def;
+    if (memchr(name, '\0', len) != NULL) return NULL;   /* a NUL inside: no script */
+    def = script_find(name);
+    if (def != NULL) {
+        script_cache[slot].name = name;
+        script_cache[slot].def = def;
+    }
+    return def;
 }
 
 size_t script_count(void) {

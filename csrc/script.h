@@ -17,9 +17,16 @@ typedef struct script_def {
     const char *sha;     /* SHA1 of source, as SCRIPT LOAD returns it */
     size_t len;
     const char *source;  /* the file's exact bytes */
+    const char *evalsha; /* "EVALSHA sha nkeys" in RESP: the first three
+                            bulk strings of every EVALSHA of it */
+    size_t evalsha_len;
 } script_def;
 
+/* The script named `name`, or NULL (a binary search: the table is sorted). */
 const script_def *script_find(const char *name);
+/* The same for a Lua string of `len` bytes (NUL-terminated, as Lua's are),
+ * cached per thread for the hot path. */
+const script_def *script_find_len(const char *name, size_t len);
 size_t script_count(void);
 const script_def *script_at(size_t i);
 

@@ -11,6 +11,7 @@
  * A connect is bounded by connect_timeout, a reply by timeout.
  */
 #include "wd_internal.h"
+#include "resp.h"
 
 #include <poll.h>
 #include <stdio.h>
@@ -98,12 +99,14 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
     lens[3] = e->klen;
     argv[4] = e->token;
     lens[4] = e->toklen;
-    lens[5] = (size_t)snprintf(ttl, sizeof ttl, "%lld", (long long)e->ttl_ms);
+    lens[5] = resp_i64(ttl, (long long)e->ttl_ms);
     argv[5] = ttl;
     nc.op = 0;
     if (!(how & (WD_SEND_EVAL | WD_SEND_SCRIPT)))
         native_build(l->c->native, renew, 3, argv + 3, lens + 3, &nc);
-    if (conn_append(l->c, nc.op ? nc.argc : 6, nc.op ? nc.argv : argv, nc.op ? nc.lens : lens) != 0)
+    if (nc.op ? conn_append(l->c, nc.argc, nc.argv, nc.lens)
+              : eval ? conn_append(l->c, 6, argv, lens)
+                     : conn_append_pre(l->c, 6, renew->evalsha, renew->evalsha_len, 3, argv + 3, lens + 3))
         return -1;
     req = wd_link_at(l, l->n++);
     req->e = e;

@@ -55,9 +55,14 @@ for i = 2, #arg do
   for n in source:gmatch("KEYS%[(%d+)%]") do
     nkeys = math.max(nkeys, tonumber(n))
   end
+  local sha = sha1_of(path)
+  -- "EVALSHA <sha> <nkeys>" as the first three bulk strings of a request,
+  -- written once here instead of at every call
+  local nk = tostring(nkeys)
+  local evalsha = "$7\r\nEVALSHA\r\n$40\r\n" .. sha .. "\r\n$" .. #nk .. "\r\n" .. nk .. "\r\n"
   entries[#entries + 1] = string.format(
-    "  { \"%s\", %d, \"%s\", %d,\n%s },",
-    name, nkeys, sha1_of(path), #source, c_literal(source))
+    "  { \"%s\", %d, \"%s\", %d,\n%s,\n%s, %d },",
+    name, nkeys, sha, #source, c_literal(source), c_literal(evalsha), #evalsha)
 end
 table.sort(entries)
 

@@ -15,7 +15,7 @@ local metrics = require "redislock.metrics"
 checks.own(debug.getinfo(1, "S").source)
 
 local monotime = core.monotime
-local ttl_ms = lockmod.ttl_ms
+local ttl_ms, ttl_arg = lockmod.ttl_ms, lockmod.ttl_arg
 local lease_end = lockmod.lease_end
 local check_number, check_type = checks.check_number, checks.check_type
 local MUTEX, REENTRANT = lockmod.MUTEX, lockmod.REENTRANT
@@ -177,7 +177,7 @@ return function(Client)
     if opts.fence == false and (first or mode == "poll") then
       -- No fence asked for: a plain SET NX PX, no script. A waiter's later
       -- attempts use the script, which also tells releases someone waits.
-      r, err = ch:command("SET", keys.lock, token, "NX", "PX", ttl_ms(ttl))
+      r, err = ch:command("SET", keys.lock, token, "NX", "PX", ttl_arg(ttl))
       if r == nil then return nil, err end
       if r == "OK" then
         r = { 1 }
@@ -190,7 +190,7 @@ return function(Client)
     if r then -- luacheck: ignore 542 (taken by the plain SET)
     elseif opts.reentrant then
       r, err = ch:script("acquire_reentrant", keys.lock, keys.fence, keys.waiters, keys.count, token,
-        ttl_ms(ttl), mode == "notify" and "1" or "0", self._fence_ttl_ms)
+        ttl_arg(ttl), mode == "notify" and "1" or "0", self._fence_ttl_ms)
       if not r then return nil, err end
       if r[1] ~= 1 then return nil, "busy", r[2] end
       return self:_grant_entry(name, keys, token, r[2], t0, ttl, opts, max_hold)
@@ -200,7 +200,7 @@ return function(Client)
         fair_grant_ms(ttl), self._fence_ttl_ms)
     else
       r, err = ch:script("acquire", keys.lock, keys.fence, keys.waiters, token,
-        ttl_ms(ttl), mode == "notify" and "1" or "0", self._fence_ttl_ms)
+        ttl_arg(ttl), mode == "notify" and "1" or "0", self._fence_ttl_ms)
     end
     if not r then return nil, err end
     if r[1] ~= 1 then return nil, "busy", r[2] end

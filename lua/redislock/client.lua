@@ -34,7 +34,8 @@ function _M.new(ch, settings)
     _conn = ch,
     _prefix = settings.prefix,
     _keys_of = keys.cache(settings.prefix),
-    _fence_ttl_ms = math.floor(settings.fence_ttl * 1000 + 0.5),
+    -- (a script argument: formatted once)
+    _fence_ttl_ms = string.format("%.0f", math.floor(settings.fence_ttl * 1000 + 0.5)),
     _warnings = settings.warnings,
     _closed = false,
     _locks = setmetatable({}, { __mode = "v" }), -- watch id -> lock (or group), for on_lost

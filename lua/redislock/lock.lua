@@ -34,7 +34,17 @@ local lease_end = _M.lease_end
 function _M.ttl_ms(ttl)
   return math.floor(ttl * 1000 + 0.5)
 end
-local ttl_ms = _M.ttl_ms
+
+-- The same as the argument a script gets, formatted once per ttl (the hot
+-- path sends the same ttl again and again).
+local arg_ttl, arg_ms
+function _M.ttl_arg(ttl)
+  if ttl ~= arg_ttl then
+    arg_ttl, arg_ms = ttl, string.format("%.0f", math.floor(ttl * 1000 + 0.5))
+  end
+  return arg_ms
+end
+local ttl_arg = _M.ttl_arg
 
 -- The shortest ttl that can work: it must outlast the drift margin (1% + 2
 -- ms) and a round trip, or no grant would ever be valid when it arrives.
@@ -179,7 +189,7 @@ function Lock:extend(ttl, opts)
   -- A lost lock stays lost: the caller may already have acted on the loss.
   if self._state ~= "held" or self._pid ~= getpid() then return nil, "not held" end
   local t0 = monotime()
-  local r, err = self._kind.extend(ch, self._keys, self.token, ttl_ms(ttl))
+  local r, err = self._kind.extend(ch, self._keys, self.token, ttl_arg(ttl))
   if not r then return nil, err end
   if r ~= 1 then
     self:_lose("not held")
