@@ -76,7 +76,7 @@ local CHECK = {
 -- Checks acquire's options once; returns the settings the loop uses.
 local function settings(fname, name, opts)
   if type(name) ~= "string" or name == "" then checks.check_name(fname, name) end
-  if opts == nil then return EMPTY, DEFAULT_TTL, 0, 0, nil end
+  if opts == nil then return EMPTY, DEFAULT_TTL, 0, nil, nil end
   if type(opts) ~= "table" then check_type(fname, "opts", opts, "table") end
   for k, v in next, opts do
     local check = CHECK[k]
@@ -92,7 +92,38 @@ local function settings(fname, name, opts)
   if opts.reentrant and opts.fair then
     checks.argerror(fname, "fair", "a reentrant lock cannot be fair")
   end
-  return opts, opts.ttl or DEFAULT_TTL, opts.wait or 0, opts.spin or 0, opts.max_hold
+  return opts, opts.ttl or DEFAULT_TTL, opts.wait or 0, opts.spin, opts.max_hold
+end
+
+-- The default spin (spin = nil): the waits for a name that ended with a
+-- release, in a moving average per name. When they are short (a few ms:
+-- short critical sections), a waiter polls for the wakeup for a little
+-- longer than that before sleeping, and the handoff skips the sleeping
+-- process' wakeup; when they are long, or unknown, it sleeps at once, so a
+-- waiter burns no CPU on a holder that keeps the lock (or died).
+local AUTO_SPIN_MAX = 0.005       -- seconds: spin only for waits this short
+local AUTO_SPIN_NAMES = 1024      -- names remembered (then forgotten at once)
+
+local function auto_spin(client, name)
+  local avg = client._wait_avg[name]
+  if not avg then return 0 end
+  local s = avg * 1.5
+  return s <= AUTO_SPIN_MAX and s or 0
+end
+
+local function saw_wait(client, name, seconds)
+  local avgs = client._wait_avg
+  local avg = avgs[name]
+  if not avg then
+    if client._wait_names >= AUTO_SPIN_NAMES then
+      avgs = {}
+      client._wait_avg, client._wait_names = avgs, 0
+    end
+    client._wait_names = client._wait_names + 1
+    avgs[name] = seconds
+  else
+    avgs[name] = avg + (seconds - avg) * 0.25
+  end
 end
 
 return function(Client)
@@ -281,7 +312,10 @@ return function(Client)
       local free_now = err == "busy" and (holder_ms == 0 or (holder_ms == -2 and mode ~= "fair"))
       local woken, grant = false, nil
       if mode ~= "poll" and err == "busy" and not free_now and limit >= 0.001 then
-        woken, grant = self:_wait_release(signal, limit, limit >= deadline - now, spin)
+        local t_block = monotime()
+        woken, grant = self:_wait_release(signal, limit, limit >= deadline - now,
+          spin or auto_spin(self, name))
+        if grant then saw_wait(self, name, monotime() - t_block) end
       end
       if mode == "fair" and grant then
         -- A release handed us the lock with a short lease. It did so after

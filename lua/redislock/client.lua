@@ -39,6 +39,7 @@ function _M.new(ch, settings)
     _warnings = settings.warnings,
     _closed = false,
     _locks = setmetatable({}, { __mode = "v" }), -- watch id -> lock (or group), for on_lost
+    _wait_avg = {}, _wait_names = 0, -- waits that ended with a release, per name (acquire.lua)
     _groups = setmetatable({}, { __mode = "v" }), -- a reentrant lock's holds (reentrant.lua)
     -- The owner token of this client's reentrant locks (secret, like a
     -- lock's token): acquire(name, {reentrant = true}) enters as this owner
