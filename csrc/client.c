@@ -458,7 +458,7 @@ static wd *client_wd(client_ud *u, char *err, size_t errlen) {
 }
 
 /* client:watch(key, token, ttl, lease_end [, hold_until [, renew]])
- *   -> watch | nil, err
+ *   -> watch, id | nil, err
  * Registers a held lock with the watchdog. Seconds; lease_end and hold_until
  * on the monotonic clock (core.monotime). renew: the embedded script that
  * renews it (default "extend"; "zset_renew" for a reader or a permit). */
@@ -487,7 +487,8 @@ static int meth_watch(lua_State *L) {
         return 2;
     }
     watch_bind(L, -1, u->wd, id);
-    return 1;
+    lua_pushinteger(L, (lua_Integer)id);   /* its id, as loss reports name it */
+    return 2;
 }
 
 /* client:losses() -> { id, state, id, state, ... } | nil

@@ -98,7 +98,7 @@ int resp_command_pre(rbuf *b, size_t total, const char *pre, size_t prelen, int 
     if (rbuf_reserve(b, need) != 0) return -1;
     w = b->p + b->len;
     w += resp_header(w, '*', total);
-    memcpy(w, pre, prelen);
+    if (prelen) memcpy(w, pre, prelen);
     w += prelen;
     for (i = 0; i < (size_t)argc; i++) {
         w += resp_header(w, '$', lens[i]);
@@ -112,22 +112,5 @@ int resp_command_pre(rbuf *b, size_t total, const char *pre, size_t prelen, int 
 }
 
 int resp_command(rbuf *b, int argc, const char *const *argv, const size_t *lens) {
-    size_t need = 24, i;
-    char *w;
-    for (i = 0; i < (size_t)argc; i++) {
-        if (lens[i] > ((size_t)-1) / 2 - need) return -1;
-        need += 24 + lens[i] + 2;
-    }
-    if (rbuf_reserve(b, need) != 0) return -1;
-    w = b->p + b->len;
-    w += resp_header(w, '*', (size_t)argc);
-    for (i = 0; i < (size_t)argc; i++) {
-        w += resp_header(w, '$', lens[i]);
-        if (lens[i]) memcpy(w, argv[i], lens[i]);
-        w += lens[i];
-        *w++ = '\r';
-        *w++ = '\n';
-    }
-    b->len = (size_t)(w - b->p);
-    return 0;
+    return resp_command_pre(b, (size_t)argc, NULL, 0, argc, argv, lens);
 }

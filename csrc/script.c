@@ -33,17 +33,24 @@ const script_def *script_find(const char *name) {
  * checked by content (a pointer can be reused for another string once the
  * first is collected), saves the binary search on the hot path. */
 #define SCRIPT_CACHE 8
-static __thread struct { const char *name; const script_def *def; } script_cache[SCRIPT_CACHE];
+static __thread struct {
+    const char *name;
+    size_t len;
+    const script_def *def;
+} script_cache[SCRIPT_CACHE];
 
 const script_def *script_find_len(const char *name, size_t len) {
     size_t slot = ((uintptr_t)name >> 4) % SCRIPT_CACHE;
     const script_def *def = script_cache[slot].def;
-    if (script_cache[slot].name == name && def != NULL && memcmp(def->name, name, len + 1) == 0)
+    /* same pointer and length, and the same bytes: def->name is len long */
+    if (script_cache[slot].name == name && script_cache[slot].len == len && def != NULL &&
+        memcmp(def->name, name, len) == 0)
         return def;
     if (memchr(name, '\0', len) != NULL) return NULL;   /* a NUL inside: no script */
     def = script_find(name);
     if (def != NULL) {
         script_cache[slot].name = name;
+        script_cache[slot].len = len;
         script_cache[slot].def = def;
     }
     return def;

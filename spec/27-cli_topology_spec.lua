@@ -121,7 +121,7 @@ describe("redislock run beyond one Redis", function()
         package.cpath = %q .. package.cpath
         local c = assert(require("redislock").connect { url = os.getenv("REDISLOCK_URL") })
         local l = assert(c:adopt(os.getenv("REDISLOCK_NAME"), os.getenv("REDISLOCK_TOKEN"), { ttl = 0.5 }))
-        assert(string.format("%%.0f", l.fence) == os.getenv("REDISLOCK_FENCE"), "fence")
+        assert(l.fence > tonumber(os.getenv("REDISLOCK_FENCE")), "a fence of its own")
         require("redislock.core").sleep(1.5)   -- three ttls: renewed by both
         print("adopted", l:held())
       ]]):format(helpers.sh("pwd"):gsub("%s+$", "") .. "/lua/?.lua;",

@@ -174,7 +174,7 @@ return function(Client)
       if watch then return lock end
     else
       watch, werr = self._conn:watch(kind.key(keys), token, ttl, expires, max_hold and t0 + max_hold,
-        kind.renew)
+        kind.renew)   -- werr: the watch's id on success
     end
     if not watch then
       -- No watchdog, no lock: the caller asked for a lease that lives as
@@ -183,7 +183,7 @@ return function(Client)
       return nil, "watchdog failed: " .. werr
     end
     lock._watch = watch
-    self._locks[watch:id()] = lock
+    self._locks[werr] = lock
     return lock
   end
 
@@ -275,7 +275,7 @@ return function(Client)
     local keys = self._keys_of(name)
     -- One token for the whole call: it is also a fair waiter's place in
     -- line. A reentrant lock's is its owner's.
-    local token = opts.reentrant and (opts.owner or self.owner) or assert(core.token())
+    local token = opts.reentrant and (opts.owner or self:_owner()) or assert(core.token())
     if wait == 0 then
       -- one attempt, no loop (the uncontended path)
       local t_call = monotime()

@@ -23,7 +23,7 @@
 --       so the transport must end the wait then, not when Redis does
 --   ch:sleep(seconds)                  waits without blocking others where
 --                                      the host can (nginx)
---   ch:watch(key, token, ttl, lease_end, hold_until) -> watch | nil, err
+--   ch:watch(key, token, ttl, lease_end, hold_until, renew) -> watch, id | nil, err
 --       registers a held lock with the native watchdog thread
 --   ch:losses() -> { id, reason, ... } | nil     pending loss reports
 --   ch:fd() -> fd | nil, err                      readable while reports wait

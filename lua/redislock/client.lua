@@ -45,6 +45,7 @@ function _M.new(ch, settings)
     -- lock's token): acquire(name, {reentrant = true}) enters as this owner
     -- unless opts.owner says otherwise.
     owner = assert(core.token()),
+    _owner_pid = core.getpid(),   -- where `owner` was drawn (reentrant.lua)
     _metrics = metrics.new(),        -- the Lua side's counters (redislock.metrics)
     _on_event = settings.on_event,   -- fn(event, fields) or nil (redislock.events)
   }, Client)

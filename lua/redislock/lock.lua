@@ -77,7 +77,7 @@ end
 --- What kind of lease a lock is: how it is extended and released, and how
 -- the watchdog renews it. A mutex (the default) is one key; the shared
 -- primitives (rwlock.lua, semaphore.lua) bring kinds of their own.
---   extend(ch, keys, token, ms)  -> 1 | 0 | nil, err, kind
+--   extend(ch, keys, token, ms, fence)  -> 1 | 0 | nil, err, kind
 --   release(client, keys, token, fence) -> 1 released | 2 still held (an inner
 --       entry of a reentrant lock left) | 0 not held | nil, err, kind
 --   renew: the script the watchdog renews with (KEYS[1] key, token, ms)
@@ -93,7 +93,10 @@ _M.MUTEX = {
 -- at zero. Its holds in one client share one watchdog registration (a
 -- group, see reentrant.lua).
 _M.REENTRANT = {
-  extend = _M.MUTEX.extend,
+  -- token and grant: a hold of an earlier grant renews nothing
+  extend = function(ch, keys, token, ms, fence)
+    return ch:script("extend_reentrant", keys.lock, keys.count, token, ms, string.format("%.0f", fence))
+  end,
   release = function(client, keys, token, fence)
     return client._conn:script("release_reentrant", keys.lock, keys.waiters, keys.signal,
       keys.count, token, string.format("%.0f", fence))
@@ -189,7 +192,7 @@ function Lock:extend(ttl, opts)
   -- A lost lock stays lost: the caller may already have acted on the loss.
   if self._state ~= "held" or self._pid ~= getpid() then return nil, "not held" end
   local t0 = monotime()
-  local r, err = self._kind.extend(ch, self._keys, self.token, ttl_arg(ttl))
+  local r, err = self._kind.extend(ch, self._keys, self.token, ttl_arg(ttl), self.fence)
   if not r then return nil, err end
   if r ~= 1 then
     self:_lose("not held")
@@ -216,7 +219,8 @@ function Lock:release()
   -- reentrant lock's registration is shared by its holds: only the last
   -- one to leave takes it back.
   local group = self._group
-  if self._watch and (not group or group.n == 1) then self._watch:unwatch() end
+  local watch = group and group.watch or self._watch
+  if watch and (not group or group.n == 1) then watch:unwatch() end
   self._watch = nil
   local r, err = self._kind.release(client, self._keys, self.token, self.fence)
   if group then group:leave(self, r) end

@@ -170,7 +170,7 @@ function RedlockClient:_acquire(fname, name, opts)
             return nil, "watchdog failed: " .. werr
           end
           l._watch = watch
-          self._locks[watch:id()] = l
+          self._locks[werr] = l   -- (werr: the watch's id)
         end
         return l
       end

@@ -14,7 +14,7 @@ local lockmod = require "redislock.lock"
 local metrics = require "redislock.metrics"
 checks.own(debug.getinfo(1, "S").source)
 
-local monotime = core.monotime
+local monotime, getpid = core.monotime, core.getpid
 
 local _M = {}
 
@@ -31,8 +31,14 @@ function Group:leave(lock, r)
     self.n = self.n - 1
   end
   lock._group = nil
+  if self.n == 0 and self.watch then
+    -- the last hold here is gone: nothing of this grant is renewed any more
+    self.watch:unwatch()
+    self.watch = nil
+  end
   if (r == 1 or r == 0) and self.n > 0 then
     if self.watch then self.watch:unwatch() end
+    self.watch = nil
     for other in pairs(self._holds) do
       other._watch = nil
       other:_lose("not held")
@@ -53,6 +59,20 @@ function Group:holds()
 end
 
 function _M.install(Client)
+
+  -- The client's owner token, drawn again in a fork child (whose first
+  -- reentrant acquire finds the pid changed): a child must never enter its
+  -- parent's locks as the same owner. An explicit opts.owner shared across
+  -- processes is deliberate sharing, and stays as given.
+  function Client:_owner()
+    local pid = getpid()
+    if pid ~= self._owner_pid then
+      self.owner = assert(core.token())
+      self._owner_pid = pid
+      self._groups = setmetatable({}, { __mode = "v" })
+    end
+    return self.owner
+  end
 
   -- The group of `token`'s holds of one grant of `keys` in this client
   -- (made on the grant's first hold here; kept only as long as one of its
@@ -75,7 +95,8 @@ function _M.install(Client)
       local watch, err = self._conn:watch(keys.lock, token, ttl, expires, hold_until, "extend")
       if not watch then return nil, err end
       g.watch = watch
-      self._locks[watch:id()] = g
+      self._locks[err] = g   -- (err: the watch's id)
+      for hold in pairs(g._holds) do hold._watch = watch end
     end
     g._holds[lock] = true
     g.n = g.n + 1
@@ -107,7 +128,7 @@ function _M.install(Client)
     self:poll()
     local keys = self._keys_of(name)
     local t0 = monotime()
-    local r, err = ch:script("adopt", keys.lock, keys.fence, token, lockmod.ttl_ms(ttl))
+    local r, err = ch:script("adopt", keys.lock, keys.fence, token, lockmod.ttl_ms(ttl), self._fence_ttl_ms)
     local lock
     if r and r[1] == 1 then
       -- undo = false: if the grant cannot be kept, the lock stays its first

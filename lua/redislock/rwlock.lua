@@ -12,14 +12,11 @@
 -- behind a stream of writers. A reader that asks for a second read share
 -- while a writer waits waits too: read shares are not reentrant.
 
-local core = require "redislock.core"
 local checks = require "redislock.checks"
 local keysmod = require "redislock.keys"
-local lockmod = require "redislock.lock"
 local waiting = require "redislock.waiting"
 checks.own(debug.getinfo(1, "S").source)
 
-local ttl_ms = lockmod.ttl_ms
 
 local _M = {}
 
@@ -52,6 +49,7 @@ _M.WRITE = {
   end,
   renew = "extend",
   key = function(keys) return keys.writer end,
+  fenced = true,
 }
 
 local RWLock = {}
@@ -64,43 +62,28 @@ _M.RWLock = RWLock
 --           max_hold=nil, notify=true, spin=0})
 -- err: "busy" (tried once), "timeout" (waited), or a connection error.
 function RWLock:read(opts)
-  local ttl, wait, max_hold
-  opts, ttl, wait, max_hold = waiting.settings("read", opts)
-  local client, keys, name = self._client, self._keys, self.name
-  local ch = client:_open()
-  client:poll()
-  local token = assert(core.token())
-  local function try(t0, block_ms)
-    local r, err = ch:script("rw_read", keys.writer, keys.readers, keys.marker,
-      keys.readers_waiting, token, ttl_ms(ttl), block_ms)
-    if not r then return nil, err end
-    if r[1] ~= 1 then return nil, "busy", r[2] end
-    return client:_grant(name, keys, token, nil, t0, ttl, ttl, opts, max_hold, _M.READ)
-  end
-  return waiting.run(client, name, try, keys.readers_signal, wait, opts)
+  local keys = self._keys
+  local lock, err = waiting.acquire(self, "read", opts, _M.READ, keys.readers_signal,
+    function(ch, token, ms, block_ms)
+      return ch:script("rw_read", keys.writer, keys.readers, keys.marker, keys.readers_waiting, token,
+        ms, block_ms)
+    end)
+  return lock, err
 end
 
 --- The write side: a lock object like acquire's, with a fence that grows
 -- with every writer's grant.
 -- syntax: lock, err = rw:write({ttl=30, wait=0, ...same as read})
 function RWLock:write(opts)
-  local ttl, wait, max_hold
-  opts, ttl, wait, max_hold = waiting.settings("write", opts)
-  local client, keys, name = self._client, self._keys, self.name
-  local ch = client:_open()
-  client:poll()
-  local token = assert(core.token())
-  local function try(t0, block_ms)
-    local r, err = ch:script("rw_write", keys.writer, keys.readers, keys.marker, keys.fence,
-      keys.writers_waiting, token, ttl_ms(ttl), block_ms, client._fence_ttl_ms, WRITER_MARKER_MS)
-    if not r then return nil, err end
-    if r[1] ~= 1 then return nil, "busy", r[2] end
-    return client:_grant(name, keys, token, r[2], t0, ttl, ttl, opts, max_hold, _M.WRITE)
-  end
-  local lock, err = waiting.run(client, name, try, keys.writers_signal, wait, opts, WRITER_HEARTBEAT)
+  local keys, fence_ttl = self._keys, self._client._fence_ttl_ms
+  local lock, err, token = waiting.acquire(self, "write", opts, _M.WRITE, keys.writers_signal,
+    function(ch, tok, ms, block_ms)
+      return ch:script("rw_write", keys.writer, keys.readers, keys.marker, keys.fence,
+        keys.writers_waiting, tok, ms, block_ms, fence_ttl, WRITER_MARKER_MS)
+    end, WRITER_HEARTBEAT)
   if not lock then
     -- Gave up: take our marker back now (readers need not wait it out).
-    ch:script("release_share", keys.marker, keys.readers_waiting, keys.readers_signal,
+    self._client._conn:script("release_share", keys.marker, keys.readers_waiting, keys.readers_signal,
       keys.writers_waiting, keys.writers_signal, token, "key", "all", "none")
   end
   return lock, err

@@ -12,14 +12,11 @@
 -- limit stay valid until released or expired, and no new one is granted
 -- until the count is below the limit.
 
-local core = require "redislock.core"
 local checks = require "redislock.checks"
 local keysmod = require "redislock.keys"
-local lockmod = require "redislock.lock"
 local waiting = require "redislock.waiting"
 checks.own(debug.getinfo(1, "S").source)
 
-local ttl_ms = lockmod.ttl_ms
 
 local _M = {}
 
@@ -46,22 +43,12 @@ _M.Semaphore = Semaphore
 --           on_lost=fn, max_hold=nil, notify=true, spin=0})
 -- err: "busy" (tried once), "timeout" (waited), or a connection error.
 function Semaphore:acquire(opts)
-  local ttl, wait, max_hold
-  opts, ttl, wait, max_hold = waiting.settings("acquire", opts)
-  local client, keys, name = self._client, self._keys, self.name
-  local ch = client:_open()
-  client:poll()
-  local token = assert(core.token())
-  local function try(t0, block_ms)
-    local r, err = ch:script("sem_acquire", keys.permits, keys.limit, keys.waiting, token,
-      ttl_ms(ttl), block_ms, self.permits)
-    if not r then return nil, err end
-    if r[1] ~= 1 then return nil, "busy", r[2] end
-    local permit, gerr = client:_grant(name, keys, token, nil, t0, ttl, ttl, opts, max_hold, _M.PERMIT)
-    if permit then permit.in_use = r[2] end
-    return permit, gerr
-  end
-  return waiting.run(client, name, try, keys.signal, wait, opts)
+  local keys, permits = self._keys, self.permits
+  local permit, err = waiting.acquire(self, "acquire", opts, _M.PERMIT, keys.signal,
+    function(ch, token, ms, block_ms)
+      return ch:script("sem_acquire", keys.permits, keys.limit, keys.waiting, token, ms, block_ms, permits)
+    end, nil, function(p, r) p.in_use = r[2] end)
+  return permit, err
 end
 
 --- What Redis says now: { limit = permits in force, in_use = n }.

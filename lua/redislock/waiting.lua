@@ -13,6 +13,7 @@ local core = require "redislock.core"
 local checks = require "redislock.checks"
 local backoff = require "redislock.backoff"
 local lockmod = require "redislock.lock"
+local ttl_ms = lockmod.ttl_ms
 local metrics = require "redislock.metrics"
 checks.own(debug.getinfo(1, "S").source)
 
@@ -87,6 +88,34 @@ function _M.run(client, name, try, signal, wait, opts, heartbeat)
       ch:sleep(min(backoff.delay(attempt), limit))
     end
   end
+end
+
+--- A share's acquire (a read, a write, a permit): the options checked, one
+-- token for the call, attempts until taken or `wait` passed.
+-- owner: the rwlock or semaphore (its _client, _keys, name); kind: the
+-- lease's kind (lock.lua), with .fenced when the reply's second value is a
+-- fence; signal: the list its waiters block on; attempt(ch, token, ttl_ms,
+-- block_ms) -> the script's reply ({1, ...} taken, {0, ms} not) | nil, err;
+-- heartbeat: see run; on_grant(lock, reply): optional.
+-- Returns lock | nil, err; and the token either way.
+function _M.acquire(owner, fname, opts, kind, signal, attempt, heartbeat, on_grant)
+  local ttl, wait, max_hold
+  opts, ttl, wait, max_hold = _M.settings(fname, opts)
+  local client, keys, name = owner._client, owner._keys, owner.name
+  local ch = client:_open()
+  client:poll()
+  local token = assert(core.token())
+  local function try(t0, block_ms)
+    local r, err = attempt(ch, token, ttl_ms(ttl), block_ms)
+    if not r then return nil, err end
+    if r[1] ~= 1 then return nil, "busy", r[2] end
+    local lock, gerr = client:_grant(name, keys, token, kind.fenced and r[2] or nil, t0, ttl, ttl, opts,
+      max_hold, kind)
+    if lock and on_grant then on_grant(lock, r) end
+    return lock, gerr
+  end
+  local lock, err = _M.run(client, name, try, signal, wait, opts, heartbeat)
+  return lock, err, token
 end
 
 return _M

@@ -42,9 +42,14 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  -- A release handed it to us (we missed the wakeup); its fence is the
-  -- newest drawn, and the lease is what remains of the one handed over.
-  return {1, tonumber(redis.call('GET', KEYS[2])), redis.call('PTTL', KEYS[1])}
+  -- A release handed it to us (we missed the wakeup). Its fence is the one
+  -- it pushed to our own list (the counter may have expired or moved on
+  -- since), and the lease is what remains of the one handed over. Every
+  -- element is a number: a nil would cut the reply short, and a reply
+  -- without the lease left would read as a fresh grant of the full ttl.
+  local fence = tonumber(redis.call('LINDEX', KEYS[6], -1) or redis.call('GET', KEYS[2]) or '0') or 0
+  redis.call('DEL', KEYS[6])
+  return {1, fence, math.max(redis.call('PTTL', KEYS[1]), 0)}
 end
 local head = redis.call('LINDEX', KEYS[3], 0)
 while head do

@@ -1,0 +1,139 @@
+-- Regressions found by a review of the round's diff, each a way two
+-- clients could hold one lock (or a lease outlived its last hold). Each
+-- asserts the safe behaviour; each failed before its fix.
+local helpers = require "spec.helpers"
+local redislock = require "redislock"
+local core = require "redislock.core"
+local url = require "redislock.url"
+
+describe("review regressions", function()
+  local srv, raw
+  local fresh = helpers.names("rv")
+
+  setup(function()
+    srv = helpers.start_redis()
+    raw = assert(core.connect(url.parse(srv.url)))
+  end)
+  teardown(function()
+    raw:close()
+    srv:stop()
+  end)
+
+  it("fair hand-over picked up after the fence counter expired keeps its short lease", function()
+    local name = fresh()
+    local key = "{" .. name .. "}"
+    local c = assert(redislock.connect { url = srv.url, fence_ttl = 1 })
+    local w = assert(redislock.connect { url = srv.url, fence_ttl = 1 })
+    local x = assert(redislock.connect { url = srv.url })
+    local h = assert(c:acquire(name, { ttl = 30 }))
+    -- the waiter's first attempt: it enters the line
+    local keys = w._keys_of(name)
+    local token = assert(core.token())
+    local opts = { fair = true, ttl = 30 }
+    local l, err = w:_try(name, keys, token, 30, "fair", opts, nil, core.monotime(), false)
+    assert.is_nil(l); assert.equal("busy", err)
+    -- the holder releases: the lock is handed to the waiter with a 3 s lease
+    assert.is_true(h:release())
+    assert.equal(token, raw:command("GET", key))
+    -- the waiter misses its wakeup and comes back a little later, after the
+    -- fence counter's fence_ttl (1 s) ran out (or after it was evicted)
+    helpers.sleep(1.2)
+    assert.equal(0, raw:command("EXISTS", key .. ":fence"))
+    local remaining = raw:command("PTTL", key)
+    assert.is_true(remaining > 0 and remaining < 2000)
+    local lock = assert(w:_try(name, keys, token, 30, "fair", opts, nil, core.monotime(), false))
+    local believed = lock:lease_end() - core.monotime()
+    -- SAFE: the lease it counts on is at most what Redis has left
+    local ok_lease = believed <= remaining / 1000
+    -- wait past the key's real end: does someone else get it while we "hold"?
+    helpers.sleep(remaining / 1000 + 0.3)
+    local rival = x:acquire(name, { ttl = 30 })
+    local overlap = rival ~= nil and lock:held()
+    if rival then rival:release() end
+    pcall(lock.release, lock)
+    c:close(); w:close(); x:close()
+    assert.is_false(overlap, "two holders: the rival got it while the waiter's lock:held() is true")
+    assert.is_true(ok_lease, string.format("believes %.1f s, Redis has %.1f s", believed, remaining / 1000))
+  end)
+
+  it("a reentrant group's watchdog registration ends with its last hold", function()
+    collectgarbage("stop")   -- (the leak lasts until the group is collected)
+    local name = fresh()
+    local key = "{" .. name .. "}"
+    local c = assert(redislock.connect { url = srv.url })
+    local other = assert(redislock.connect { url = srv.url })
+    local w0 = c:stats().watched
+    local h1 = assert(c:acquire(name, { reentrant = true, watchdog = false, ttl = 0.3 }))
+    local h2 = assert(c:acquire(name, { reentrant = true, ttl = 0.3 }))   -- registers the group
+    assert.equal(w0 + 1, c:stats().watched)
+    assert.is_true(h2:release())
+    assert.is_true(h1:release())
+    assert.equal(0, raw:command("EXISTS", key))
+    local leaked = c:stats().watched - w0
+    -- the same owner takes it again WITHOUT a watchdog, ttl 0.3 s, and
+    -- forgets it: it must expire on its own
+    local h3 = assert(c:acquire(name, { reentrant = true, watchdog = false, ttl = 0.3 }))
+    helpers.sleep(1.5)
+    local still = raw:command("EXISTS", key)
+    local rival = other:acquire(name)
+    if rival then rival:release() end
+    pcall(h3.release, h3)
+    c:close(); other:close()
+    collectgarbage("restart")
+    assert.equal(0, leaked, "registrations left after the last hold was released")
+    assert.equal(0, still, "an unwatched 0.3 s lease is still there after 1.5 s (renewed by the stale registration)")
+    assert.is_truthy(rival)
+  end)
+  it("a forked child is another owner: it cannot enter its parent's reentrant lock", function()
+    local name = fresh()
+    local c = assert(redislock.connect { url = srv.url })
+    local l = assert(c:acquire(name, { reentrant = true, ttl = 5 }))
+    local result = helpers.tmpdir() .. "/child.txt"
+    local pid = assert(core.fork())
+    if pid == 0 then
+      local ok, msg = pcall(function()
+        local mine, err = c:acquire(name, { reentrant = true, ttl = 5 })
+        local out = "child got " .. tostring(mine ~= nil) .. " " .. tostring(err)
+        if mine then mine:release() end
+        return out
+      end)
+      local f = io.open(result, "w")
+      f:write(ok and msg or ("error " .. tostring(msg)))
+      f:close()
+      core._exit(0)
+    end
+    core.waitpid(pid)
+    local text = helpers.read_file(result)
+    assert.is_true(l:release())
+    c:close()
+    -- SAFE: the child is another process, so "busy"
+    assert.equal("child got false busy", text)
+  end)
+
+  it("adopt gives the adopter a fence of its own, even for a lock taken with fence = false", function()
+    local name = fresh()
+    local c = assert(redislock.connect { url = srv.url })
+    local d = assert(redislock.connect { url = srv.url })
+    local first = assert(c:acquire(name, { ttl = 5 }))
+    first:release()
+    local plain = assert(c:acquire(name, { ttl = 5, fence = false }))
+    local adopted = assert(d:adopt(name, plain.token, { ttl = 5 }))
+    assert.is_number(adopted.fence)
+    assert.is_true(adopted.fence > first.fence, "the adopter shares the previous holder's fence")
+    assert.is_true(adopted:release())
+    c:close(); d:close()
+  end)
+
+  it("a reentrant hold of an earlier grant cannot extend a newer grant of the same owner", function()
+    local name = fresh()
+    local c = assert(redislock.connect { url = srv.url })
+    local old = assert(c:acquire(name, { reentrant = true, ttl = 0.1, watchdog = false }))
+    helpers.sleep(0.2)                 -- its lease ran out, unnoticed
+    local new = assert(c:acquire(name, { reentrant = true, ttl = 5 }))
+    assert.equal("not held", select(2, old:extend(5)))
+    assert.is_false(old:held())
+    assert.is_true(new:extend(5))
+    assert.is_true(new:release())
+    c:close()
+  end)
+end)
