@@ -50,7 +50,7 @@ CFLAGS  ?= -O2 -g
 ALL_CFLAGS  = -std=c99 -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L \
               $(WARN) $(CFLAGS) $(LUA_CFLAGS) $(HIREDIS_CFLAGS) -Ibuild
 ALL_LDFLAGS = -shared $(LDFLAGS)
-LIBS        = $(HIREDIS_LIBS) -lpthread
+LIBS        = $(HIREDIS_LIBS) -lpthread -lm
 
 SRCS    = csrc/core.c csrc/client.c csrc/client_topo.c csrc/client_native.c csrc/luaval.c csrc/watch.c csrc/process.c \
           csrc/sock.c csrc/resolve.c csrc/resp.c csrc/conn.c csrc/script.c csrc/token.c \
@@ -58,7 +58,7 @@ SRCS    = csrc/core.c csrc/client.c csrc/client_topo.c csrc/client_native.c csrc
           csrc/native_cmd.c csrc/native_detect.c \
           csrc/watchdog.c csrc/wd_thread.c csrc/wd_link.c csrc/wd_sched.c \
           csrc/wd_ids.c csrc/wd_heap.c csrc/wd_loss.c csrc/wd_fork.c csrc/proc_id.c \
-          csrc/counters.c csrc/evq.c csrc/wd_events.c csrc/client_events.c
+          csrc/counters.c csrc/evq.c csrc/wd_events.c csrc/client_events.c csrc/hist.c
 HDRS    = $(wildcard csrc/*.h) build/scripts_gen.h
 SCRIPTS = $(sort $(wildcard lua/redislock/scripts/*.lua))
 LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lua))

@@ -42,21 +42,14 @@
 static int client_result(lua_State *L, client_ud *u, redisReply *r);
 
 client_ud *client_check(lua_State *L) {
-    client_ud *u = (client_ud *)luaL_checkudata(L, 1, CLIENT_MT);
+    client_ud *u = (client_ud *)udata_check(L, 1, UDATA_CLIENT, sizeof(client_ud), CLIENT_MT);
     if (u->t == NULL) luaL_error(L, "attempt to use a closed redislock client");
     return u;
 }
 
 /* Pushes a closed-state client userdata (safe to collect whatever follows). */
 static client_ud *client_push_closed(lua_State *L) {
-    client_ud *u = (client_ud *)lua_newuserdata(L, sizeof *u);
-    u->t = NULL;
-    u->r = NULL;
-    u->wd = NULL;
-    u->ev = NULL;
-    luaL_getmetatable(L, CLIENT_MT);
-    lua_setmetatable(L, -2);
-    return u;
+    return (client_ud *)udata_new(L, sizeof(client_ud), UDATA_CLIENT, CLIENT_MT);
 }
 
 /* ---- reading the config table ------------------------------------------ */
@@ -457,11 +450,14 @@ static wd *client_wd(client_ud *u, char *err, size_t errlen) {
     return u->wd;
 }
 
-/* client:watch(key, token, ttl, lease_end [, hold_until [, renew]])
+/* client:watch(key, token, ttl, lease_end [, hold_until [, renew [, spare]]])
  *   -> watch, id | nil, err
  * Registers a held lock with the watchdog. Seconds; lease_end and hold_until
  * on the monotonic clock (core.monotime). renew: the embedded script that
- * renews it (default "extend"; "zset_renew" for a reader or a permit). */
+ * renews it (default "extend"; "zset_renew" for a reader or a permit).
+ * spare: an unwatched handle that nothing uses any more, bound to the new
+ * lock instead of a new one (the hot path's: no allocation, nothing for the
+ * collector); anything else is ignored. */
 static int meth_watch(lua_State *L) {
     client_ud *u = client_check(L);
     size_t klen, toklen;
@@ -478,7 +474,8 @@ static int meth_watch(lua_State *L) {
     if (!(ttl >= 0.001 && ttl < 1e10)) return luaL_argerror(L, 4, "ttl out of range");
     if (!(end >= 0 && end < 1e12)) return luaL_argerror(L, 5, "lease end out of range");
     if (!(hold >= 0 && hold < 1e12)) return luaL_argerror(L, 6, "hold end out of range");
-    watch_push_unbound(L);
+    /* upvalue 2 of the client's methods: the handles' metatable */
+    if (lua_gettop(L) < 8 || !watch_push_spare(L, 8)) watch_push_unbound(L);
     if (client_wd(u, err, sizeof err) == NULL ||
         wd_watch(u->wd, key, klen, token, toklen, (int64_t)(ttl * 1000 + 0.5),
                  (int64_t)(end * 1000), (int64_t)(hold * 1000), renew, &id, err, sizeof err) != 0) {
@@ -496,7 +493,7 @@ static int meth_watch(lua_State *L) {
 static int meth_losses(lua_State *L) {
     uint64_t ids[64];
     int states[64], n, i, k = 0;
-    client_ud *u = (client_ud *)luaL_checkudata(L, 1, CLIENT_MT);
+    client_ud *u = (client_ud *)udata_check(L, 1, UDATA_CLIENT, sizeof(client_ud), CLIENT_MT);
     if (u->wd == NULL) return 0;
     while ((n = wd_take_losses(u->wd, ids, states, 64)) > 0) {
         if (k == 0) lua_newtable(L);

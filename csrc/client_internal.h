@@ -9,9 +9,12 @@
 #include "topo.h"
 #include "watchdog.h"
 
+#include "udata.h"
+
 #define CLIENT_MT "redislock.client"
 
 typedef struct client_ud {
+    udata_tag tag;             /* (udata.h) */
     topo *t;      /* NULL once closed */
     router *r;    /* this client's connections */
     wd *wd;       /* the watchdog, created at the first watched lock */

@@ -15,6 +15,7 @@
 #include "lauxlib.h"
 #include "compat.h"
 #include "client.h"
+#include "hist.h"
 #include "lease.h"
 #include "monotime.h"
 #include "process.h"
@@ -126,6 +127,8 @@ static const luaL_Reg core_functions[] = {
     {"sleep", global_sleep},
     {"slot", global_slot},
     {"crc16", global_crc16},
+    {"hist_bucket", hist_global_bucket},
+    {"recorder", hist_global_recorder},
     {"_test_next_id", global_test_next_id},
     {NULL, NULL}
 };
@@ -133,6 +136,7 @@ static const luaL_Reg core_functions[] = {
 __attribute__((visibility("default")))
 int luaopen_redislock_core(lua_State *L) {
     client_register(L);
+    hist_register(L);
     luaL_newlib(L, core_functions);                 /* core */
     process_register(L);
     core_push_scripts(L);                           /* core, scripts */

@@ -10,31 +10,37 @@
 
 #include "lauxlib.h"
 #include "compat.h"
+#include "udata.h"
 
 #define WATCH_MT "redislock.watch"
 
 typedef struct watch_ud {
+    udata_tag tag;  /* (udata.h) */
     wd *w;          /* NULL once unwatched */
     uint64_t id;
 } watch_ud;
 
 void watch_push_unbound(lua_State *L) {
-    watch_ud *u = (watch_ud *)lua_newuserdata(L, sizeof *u);
-    u->w = NULL;
+    udata_new(L, sizeof(watch_ud), UDATA_WATCH, WATCH_MT);
+}
+
+int watch_push_spare(lua_State *L, int idx) {
+    watch_ud *u = (watch_ud *)udata_test(L, idx, UDATA_WATCH, sizeof(watch_ud));
+    if (u == NULL || u->w != NULL) return 0;
     u->id = 0;
-    luaL_getmetatable(L, WATCH_MT);
-    lua_setmetatable(L, -2);
+    lua_pushvalue(L, idx);
+    return 1;
 }
 
 void watch_bind(lua_State *L, int idx, wd *w, uint64_t id) {
-    watch_ud *u = (watch_ud *)luaL_checkudata(L, idx, WATCH_MT);
+    watch_ud *u = (watch_ud *)lua_touserdata(L, idx);   /* ours: see watch.h */
     wd_retain(w);
     u->w = w;
     u->id = id;
 }
 
 static watch_ud *watch_check(lua_State *L) {
-    return (watch_ud *)luaL_checkudata(L, 1, WATCH_MT);
+    return (watch_ud *)udata_check(L, 1, UDATA_WATCH, sizeof(watch_ud), WATCH_MT);
 }
 
 /* watch:state() -> state, lease_end

@@ -206,12 +206,13 @@ int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t tokl
     pthread_mutex_unlock(&w->mu);
     if (wd_check_path(w, key, klen, errbuf, errlen) != 0) return -1;
 
-    e = calloc(1, sizeof *e);
-    if (e == NULL || (e->key = malloc(klen ? klen : 1)) == NULL) {
-        free(e);
+    /* one block: the entry, then its key */
+    e = calloc(1, sizeof *e + (klen ? klen : 1));
+    if (e == NULL) {
         snprintf(errbuf, errlen, "out of memory");
         return -1;
     }
+    e->key = (char *)(e + 1);
     memcpy(e->key, key, klen);
     e->klen = klen;
     memcpy(e->token, token, toklen);
@@ -272,7 +273,6 @@ int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t tokl
     return 0;
 fail:
     pthread_mutex_unlock(&w->mu);
-    free(e->key);
     free(e);
     return -1;
 }

@@ -13,7 +13,7 @@ struct script_def;
 
 typedef struct wd_entry {
     uint64_t id;
-    char *key;
+    char *key;          /* right after the entry, in its block (wd_watch) */
     size_t klen;
     char token[WD_TOKEN_MAX];
     size_t toklen;

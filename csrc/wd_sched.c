@@ -36,8 +36,7 @@ void wd_mark_lost(wd *w, wd_entry *e, int state) {
 void wd_entry_free(wd *w, wd_entry *e) {
     wd_heap_remove(&w->heap, e);
     w->nentries--;
-    free(e->key);
-    free(e);
+    free(e);   /* and its key, in the same block */
 }
 
 int64_t wd_retry_at(const wd_entry *e, int64_t now) {

@@ -67,9 +67,11 @@ describe("metrics", function()
 
   it("log2 buckets: (2^(k-1), 2^k], exact powers of two in their own bucket", function()
     local b = metrics.LAYOUTS.wait_time
-    local h = metrics.new_hist(b)
+    local h = {}
+    for i = 1, b.n + 1 do h[i] = 0 end
     for _, x in ipairs({ 0, b[1], b[1] * 1.5, 0.25, 0.25 * 1.0000001, 0.5, 1, 3, b[b.n], b[b.n] * 2 }) do
-      metrics.observe(h, b, x)
+      local i = core.hist_bucket(x, b.lo, b.n)
+      h[i] = h[i] + 1
     end
     local function count_at(le)
       for i = 1, b.n do if b[i] == le then return h[i] end end
@@ -86,6 +88,13 @@ describe("metrics", function()
     local n = 0
     for i = 1, b.n + 1 do n = n + h[i] end
     assert.equal(10, n)
+    -- the edges: negatives, +Inf and NaN, and the bounds of a small layout
+    assert.equal(1, core.hist_bucket(-1, b.lo, b.n))
+    assert.equal(b.n + 1, core.hist_bucket(math.huge, b.lo, b.n))
+    assert.equal(b.n + 1, core.hist_bucket(0 / 0, b.lo, b.n))
+    assert.same({ 1, 1, 2, 2, 3, 4 }, { core.hist_bucket(0.5, -1, 3), core.hist_bucket(0.25, -1, 3),
+      core.hist_bucket(0.75, -1, 3), core.hist_bucket(1, -1, 3), core.hist_bucket(2, -1, 3),
+      core.hist_bucket(2.0000001, -1, 3) })
   end)
 
   it("counts acquires, busy, timeouts, waits, releases, extends and holds", function()

@@ -14,7 +14,7 @@ local lockmod = require "redislock.lock"
 local metrics = require "redislock.metrics"
 checks.own(debug.getinfo(1, "S").source)
 
-local monotime = core.monotime
+local monotime, new_token = core.monotime, core.token
 local ttl_ms, ttl_arg = lockmod.ttl_ms, lockmod.ttl_arg
 local lease_end = lockmod.lease_end
 local check_number, check_type = checks.check_number, checks.check_type
@@ -73,26 +73,46 @@ local CHECK = {
   fence = function(fname, v) check_boolean(fname, "fence", v) end,
 }
 
+-- The options whose combinations settings() checks.
+local COMBINED = { owner = true, fence = true, fair = true, reentrant = true }
+
 -- Checks acquire's options once; returns the settings the loop uses.
 local function settings(fname, name, opts)
   if type(name) ~= "string" or name == "" then checks.check_name(fname, name) end
   if opts == nil then return EMPTY, DEFAULT_TTL, 0, nil, nil end
   if type(opts) ~= "table" then check_type(fname, "opts", opts, "table") end
+  local ttl, wait, combined = DEFAULT_TTL, 0, false
   for k, v in next, opts do
-    local check = CHECK[k]
-    if not check then checks.argerror(fname, "opts", "unknown option '" .. tostring(k) .. "'") end
-    check(fname, v)
+    -- the common options checked in line, the rest by CHECK
+    if k == "ttl" then
+      if type(v) ~= "number" or not (v >= MIN_TTL and v <= MAX_TTL) then lockmod.check_ttl(fname, v) end
+      ttl = v
+    elseif k == "wait" then
+      if type(v) ~= "number" or not (v >= 0 and v <= MAX_TTL or v == math.huge) then
+        check_number(fname, "wait", v, 0, MAX_TTL, true)
+      end
+      wait = v
+    elseif k == "watchdog" or k == "notify" then
+      if type(v) ~= "boolean" then check_type(fname, k, v, "boolean") end
+    else
+      local check = CHECK[k]
+      if not check then checks.argerror(fname, "opts", "unknown option '" .. tostring(k) .. "'") end
+      check(fname, v)
+      combined = combined or COMBINED[k]
+    end
   end
-  if opts.owner ~= nil and not opts.reentrant then
-    checks.argerror(fname, "owner", "only with reentrant = true")
+  if combined then
+    if opts.owner ~= nil and not opts.reentrant then
+      checks.argerror(fname, "owner", "only with reentrant = true")
+    end
+    if opts.fence == false and (opts.fair or opts.reentrant) then
+      checks.argerror(fname, "fence", "fair and reentrant locks always carry a fence")
+    end
+    if opts.reentrant and opts.fair then
+      checks.argerror(fname, "fair", "a reentrant lock cannot be fair")
+    end
   end
-  if opts.fence == false and (opts.fair or opts.reentrant) then
-    checks.argerror(fname, "fence", "fair and reentrant locks always carry a fence")
-  end
-  if opts.reentrant and opts.fair then
-    checks.argerror(fname, "fair", "a reentrant lock cannot be fair")
-  end
-  return opts, opts.ttl or DEFAULT_TTL, opts.wait or 0, opts.spin, opts.max_hold
+  return opts, ttl, wait, opts.spin, opts.max_hold
 end
 
 -- The default spin (spin = nil): the waits for a name that ended with a
@@ -139,8 +159,7 @@ return function(Client)
   end
 
   function Client:_release_keys(keys, token)
-    return self._conn:script("release", keys.lock, keys.waiters, keys.signal, keys.queue,
-      keys.deadlines, keys.leases, keys.fence, token, self._fence_ttl_ms)
+    return MUTEX.release(self, keys, token)
   end
 
   -- Turns a grant into a held lock: checks the lease is still running (the
@@ -158,7 +177,9 @@ return function(Client)
       return nil, "connection too slow: the grant came after its lease ended"
     end
     local lock = lockmod.new(self, name, keys, token, fence, ttl, expires, opts.on_lost, kind)
-    lock._replicas, lock._replicas_timeout = opts.replicas, opts.replicas_timeout
+    if opts.replicas or opts.replicas_timeout then
+      lock._replicas, lock._replicas_timeout = opts.replicas, opts.replicas_timeout
+    end
     if opts.watchdog == false then
       if kind.reentrant then self:_join(lock, keys, token, ttl, expires, opts) end
       if lease < ttl then
@@ -173,8 +194,11 @@ return function(Client)
       watch, werr = self:_join(lock, keys, token, ttl, expires, opts, max_hold and t0 + max_hold)
       if watch then return lock end
     else
-      watch, werr = self._conn:watch(kind.key(keys), token, ttl, expires, max_hold and t0 + max_hold,
-        kind.renew)   -- werr: the watch's id on success
+      -- (a released lock's handle, when there is one, is bound anew)
+      local spare = self._spare_watch
+      self._spare_watch = nil
+      watch, werr = self._conn:watch(kind == MUTEX and keys.lock or kind.key(keys), token, ttl, expires,
+        max_hold and t0 + max_hold, kind.renew, spare)   -- werr: the watch's id on success
     end
     if not watch then
       -- No watchdog, no lock: the caller asked for a lease that lives as
@@ -258,16 +282,8 @@ return function(Client)
     return self:_grant(name, keys, token, opts.fence ~= false and r[2] or nil, t0, ttl, ttl, opts, max_hold)
   end
 
-  --- Takes the lock `name`, waiting up to opts.wait seconds for it.
-  -- syntax: lock, err = client:acquire(name, {ttl=30, wait=0, watchdog=true,
-  --           on_lost=fn, max_hold=nil, notify=true, fair=false, spin=0})
-  -- err: "busy" (tried once), "timeout" (waited), or a connection/redis error.
-  function Client:acquire(name, opts)
-    return self:_acquire("acquire", name, opts)
-  end
-
-  -- acquire, with argument errors naming `fname` (acquire or with_lock).
-  function Client:_acquire(fname, name, opts)
+  -- client:acquire, with argument errors naming `fname` (acquire or with_lock).
+  local function acquire(self, fname, name, opts)
     local ttl, wait, spin, max_hold
     opts, ttl, wait, spin, max_hold = settings(fname, name, opts)
     self:poll()   -- (raises once the client is closed)
@@ -275,7 +291,7 @@ return function(Client)
     local keys = self._keys_of(name)
     -- One token for the whole call: it is also a fair waiter's place in
     -- line. A reentrant lock's is its owner's.
-    local token = opts.reentrant and (opts.owner or self:_owner()) or assert(core.token())
+    local token = opts.reentrant and (opts.owner or self:_owner()) or new_token() or assert(new_token())
     if wait == 0 then
       -- one attempt, no loop (the uncontended path)
       local t_call = monotime()
@@ -347,6 +363,15 @@ return function(Client)
     metrics.acquire_done(self, name, lock, err, t_call, attempt)   -- [metrics]
     if lock then return lock end
     return nil, err
+  end
+  Client._acquire = acquire
+
+  --- Takes the lock `name`, waiting up to opts.wait seconds for it.
+  -- syntax: lock, err = client:acquire(name, {ttl=30, wait=0, watchdog=true,
+  --           on_lost=fn, max_hold=nil, notify=true, fair=false, spin=0})
+  -- err: "busy" (tried once), "timeout" (waited), or a connection/redis error.
+  function Client:acquire(name, opts)
+    return acquire(self, "acquire", name, opts)
   end
 
   --- Runs fn(lock, ...) holding the lock, and releases it on every path.

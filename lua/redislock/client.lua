@@ -64,7 +64,8 @@ end
 -- client.callback_error.
 -- syntax: n = client:poll()   -- how many losses were delivered
 function Client:poll()
-  local ch = self:_open()
+  if self._closed then checks.raise("attempt to use a closed client") end
+  local ch = self._conn
   if self._on_event then events.deliver(self, ch) end   -- [events] the C side's, first
   local reports = ch:losses()
   if not reports then return 0 end

@@ -84,7 +84,10 @@ end
 --   key(keys): the key it renews
 _M.MUTEX = {
   extend = function(ch, keys, token, ms) return ch:script("extend", keys.lock, token, ms) end,
-  release = function(client, keys, token) return client:_release_keys(keys, token) end,
+  release = function(client, keys, token)
+    return client._conn:script("release", keys.lock, keys.waiters, keys.signal, keys.queue,
+      keys.deadlines, keys.leases, keys.fence, token, client._fence_ttl_ms)
+  end,
   renew = "extend",
   key = function(keys) return keys.lock end,
 }
@@ -106,23 +109,23 @@ _M.REENTRANT = {
   reentrant = true,
 }
 
+-- Fields that start nil (so not set here): lost_reason (why the lease was
+-- lost, once it was), _watch (the watchdog handle, when renewed natively),
+-- _group (a reentrant lock's holds in this client), _reported (on_lost
+-- already called), _replicas and _replicas_timeout (acquire's WAIT).
 function _M.new(client, name, keys, token, fence, ttl, expires, on_lost, kind)
   return setmetatable({
     name = name,
     token = token,
     fence = fence,
     ttl = ttl,
-    lost_reason = nil,        -- why the lease was lost, once it was
     _client = client,
     _keys = keys,
     _expires = expires,       -- monotonic time when our lease surely ends
     _state = "held",          -- "held", "released" or "lost"
     _pid = getpid(),          -- a forked child must not act on our lock
-    _watch = nil,             -- the watchdog handle, when renewed natively
     _on_lost = on_lost,
-    _reported = false,        -- on_lost already called
     _kind = kind or _M.MUTEX,
-    _group = nil,             -- a reentrant lock's holds in this client
   }, Lock)
 end
 
@@ -222,6 +225,9 @@ function Lock:release()
   local watch = group and group.watch or self._watch
   if watch and (not group or group.n == 1) then watch:unwatch() end
   self._watch = nil
+  -- A handle of our own alone, unwatched and now used by nothing: the
+  -- client's next watch binds it anew (no allocation on the hot path).
+  if watch and not group then client._spare_watch = watch end
   local r, err = self._kind.release(client, self._keys, self.token, self.fence)
   if group then group:leave(self, r) end
   if not r then

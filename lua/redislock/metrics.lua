@@ -1,14 +1,15 @@
 --- redislock.metrics: what a client counts on the Lua side, its log2
 -- histograms, client:stats() and client:metrics() (Prometheus text).
 --
--- The Lua side counts what happens on the Lua side (acquires and how they
+-- The library counts what happens in its Lua code (acquires and how they
 -- end, releases, extends, holds, losses as the application sees them, wait
 -- and hold times); the C core counts what happens in C (renewals and
 -- losses in the watchdog, NOSCRIPT reloads, reconnects, topology changes)
 -- and client:stats() merges both. The hooks below are called from
--- acquire.lua, lock.lua and redlock.lua, one line each. On the hot path
--- they cost a few table increments and one monotime() call; with no
--- on_event set they build no table at all.
+-- acquire.lua, lock.lua and redlock.lua, one line each. On the hot path a
+-- grant and a release each cost one call into the recorder (csrc/hist.c),
+-- which keeps the counters and histograms in C; with no on_event set the
+-- hooks build no table at all.
 --
 -- Histograms have log2 buckets: bucket i counts the values in
 -- (2^(lo+i-2), 2^(lo+i-1)], the last one everything above 2^hi (+Inf).
@@ -22,8 +23,7 @@ local events = require "redislock.events"
 checks.own(debug.getinfo(1, "S").source)
 
 local monotime = core.monotime
-local log, ceil, floor, huge = math.log, math.ceil, math.floor, math.huge
-local INV_LN2 = 1 / log(2)
+local floor, huge = math.floor, math.huge
 local format, concat = string.format, table.concat
 
 local _M = {}
@@ -43,48 +43,21 @@ _M.LAYOUTS = { wait_time = WAIT, hold_time = HOLD, hold_ttl_ratio = RATIO }
 -- from the start, at 0.
 local REASONS = { "not held", "unreachable", "expired", "max_hold", "forked", "stopped" }
 
--- A histogram is its bucket counts (h[1] .. h[n + 1]) and their sum; the
--- count is the total of the buckets, added up only by stats().
-local function new_hist(b)
-  local h = { sum = 0 }
-  for i = 1, b.n + 1 do h[i] = 0 end
-  return h
-end
+-- The recorder's methods, called as functions (no lookup through the
+-- userdata's metatable on the hot path).
+local REC = getmetatable(core.recorder(0, 0, 0, 0, 0, 0)).__index
+local rec_acquired, rec_hold_end, rec_add = REC.acquired, REC.hold_end, REC.add
 
--- One value into its bucket: one log, a comparison or two to settle a
--- value at an exact power of two that the log put one bucket off. The
--- first test takes the common case (a short wait or hold) at once.
-local function observe(h, b, x)
-  h.sum = h.sum + x
-  if x <= b[1] then
-    h[1] = h[1] + 1
-    return
-  end
-  local n = b.n
-  local i
-  if x > b[n] then
-    i = n + 1
-  else
-    i = ceil(log(x) * INV_LN2) - b.lo + 1
-    if i > 1 and x <= b[i - 1] then
-      i = i - 1
-    elseif x > b[i] then
-      i = i + 1
-    end
-  end
-  h[i] = h[i] + 1
-end
-_M.observe = observe
-_M.new_hist = new_hist
-
---- A client's recorder (client._metrics).
+--- A client's recorder (client._metrics): the hot counters and the
+-- histograms in C (m.rec, csrc/hist.c: one call per grant, one per
+-- release), the losses by reason here.
 function _M.new()
   local losses = {}
   for _, r in ipairs(REASONS) do losses[r] = 0 end
   return {
-    acquires = 0, busy = 0, timeouts = 0, errors = 0, waits = 0,
-    releases = 0, extends = 0, holds = 0, losses = losses,
-    wait = new_hist(WAIT), hold = new_hist(HOLD), ratio = new_hist(RATIO),
+    rec = core.recorder(WAIT.lo, WAIT.lo + WAIT.n - 1, HOLD.lo, HOLD.lo + HOLD.n - 1,
+      RATIO.lo, RATIO.lo + RATIO.n - 1),
+    losses = losses,
   }
 end
 
@@ -96,51 +69,50 @@ end
 -- nil and err. t_call: core.monotime() when the call began; retries: how
 -- many attempts failed before the last one (0: it did not wait).
 function _M.acquire_done(client, name, lock, err, t_call, retries)
-  local m = client._metrics
-  if retries > 0 then m.waits = m.waits + 1 end
+  local rec = client._metrics.rec
   if lock then
-    local now = monotime()
-    local waited = now - t_call
-    m.acquires = m.acquires + 1
-    m.holds = m.holds + 1
-    observe(m.wait, WAIT, waited)
+    local now = rec_acquired(rec, t_call, retries)
     lock._granted_at = now
     if client._on_event then
-      events.emit(client, "acquired", { name = name, waited = waited, ttl = lock.ttl, fence = lock.fence,
-        attempts = retries + 1 })
+      events.emit(client, "acquired", { name = name, waited = now - t_call, ttl = lock.ttl,
+        fence = lock.fence, attempts = retries + 1 })
     end
-  elseif err == "busy" then
-    m.busy = m.busy + 1
+    return
+  end
+  if retries > 0 then rec_add(rec, "waits") end
+  if err == "busy" then
+    rec_add(rec, "busy")
     if client._on_event then events.emit(client, "busy", { name = name }) end
   elseif err == "timeout" then
-    m.timeouts = m.timeouts + 1
+    rec_add(rec, "timeouts")
     if client._on_event then
       events.emit(client, "timeout", { name = name, waited = monotime() - t_call, attempts = retries + 1 })
     end
   else
-    m.errors = m.errors + 1
+    rec_add(rec, "errors")
   end
 end
 
 -- The hold of `lock` ended now: its time, or nil when it was not counted
--- as a grant (taken some other way) or already ended.
+-- as a grant (taken some other way) or already ended. (released() has
+-- its own copy, which also counts the release.)
 local function hold_end(m, lock)
   local t0 = lock._granted_at
   if not t0 then return nil end
   lock._granted_at = nil
-  local held = monotime() - t0
-  m.holds = m.holds - 1
-  observe(m.hold, HOLD, held)
-  observe(m.ratio, RATIO, held / lock.ttl)
-  return held
+  return rec_hold_end(m.rec, t0, lock.ttl, false)
 end
 
 --- [lock.lua, redlock.lua] lock:release() deleted the key.
 function _M.released(lock)
   local client = lock._client
-  local m = client._metrics
-  m.releases = m.releases + 1
-  local held = hold_end(m, lock)
+  local rec, t0, held = client._metrics.rec, lock._granted_at, nil
+  if t0 then   -- (hold_end, in line: the hot path)
+    lock._granted_at = nil
+    held = rec_hold_end(rec, t0, lock.ttl, true)
+  else
+    rec_add(rec, "releases")
+  end
   if client._on_event then
     events.emit(client, "released", { name = lock.name, held = held, ttl = lock.ttl, fence = lock.fence })
   end
@@ -148,8 +120,7 @@ end
 
 --- [lock.lua, redlock.lua] lock:extend() renewed the lease.
 function _M.extended(lock)
-  local m = lock._client._metrics
-  m.extends = m.extends + 1
+  rec_add(lock._client._metrics.rec, "extends")
 end
 
 --- [lock.lua] The lease of `lock` was lost (Lock:_lose, once per lock).
@@ -181,15 +152,16 @@ end
 -- Lua side's added.
 function _M.stats(client, c)
   local m = client._metrics
+  local r = m.rec:read()
   for _, k in ipairs({ "acquires", "busy", "timeouts", "errors", "waits", "releases", "extends", "holds" }) do
-    c[k] = m[k]
+    c[k] = r[k]
   end
   local losses = {}
   for r, n in pairs(m.losses) do losses[r] = n end
   c.losses = losses
-  c.wait_time = hist_view(m.wait, WAIT)
-  c.hold_time = hist_view(m.hold, HOLD)
-  c.hold_ttl_ratio = hist_view(m.ratio, RATIO)
+  c.wait_time = hist_view(r.wait, WAIT)
+  c.hold_time = hist_view(r.hold, HOLD)
+  c.hold_ttl_ratio = hist_view(r.ratio, RATIO)
   return c
 end
 
