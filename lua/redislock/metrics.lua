@@ -149,7 +149,7 @@ local function hist_view(h, b)
 end
 
 --- client:stats(): the transport's C counters (`c`, a fresh table) with the
--- Lua side's added.
+-- library's own added (the recorder's and the losses by reason).
 function _M.stats(client, c)
   local m = client._metrics
   local r = m.rec:read()
@@ -157,7 +157,7 @@ function _M.stats(client, c)
     c[k] = r[k]
   end
   local losses = {}
-  for r, n in pairs(m.losses) do losses[r] = n end
+  for reason, n in pairs(m.losses) do losses[reason] = n end
   c.losses = losses
   c.wait_time = hist_view(r.wait, WAIT)
   c.hold_time = hist_view(r.hold, HOLD)
