@@ -8,6 +8,7 @@
 -- fair = true, queues in Redis and is handed the lock in arrival order.
 
 local core = require "redislock.core"
+local type, next = type, next
 local checks = require "redislock.checks"
 local backoff = require "redislock.backoff"
 local lockmod = require "redislock.lock"
@@ -224,28 +225,40 @@ return function(Client)
     return self:_grant(name, keys, token, fence, t0, ttl, ttl, opts, max_hold, REENTRANT)
   end
 
+  -- A grant of a fresh lease (not a hand-over): the WAIT the caller asked
+  -- for, then the lock.
+  local function granted(self, name, keys, token, fence, t0, ttl, opts, max_hold)
+    if opts.replicas and opts.replicas > 0 then
+      local ok, werr = lockmod.wait_replicas(self._conn, opts.replicas, opts.replicas_timeout)
+      if not ok then
+        self:_release_keys(keys, token)
+        return nil, werr
+      end
+    end
+    return self:_grant(name, keys, token, fence, t0, ttl, ttl, opts, max_hold)
+  end
+
+  -- ttl_arg(ttl) of the last ttl, in line (the hot path sends the same one)
+  local arg_ttl, arg_ms
+
   -- One attempt, sent at t0. Returns the lock; or nil, err, holder_ms.
   -- first: the call's first attempt.
   function Client:_try(name, keys, token, ttl, mode, opts, max_hold, t0, first)
     local ch = self._conn
+    if ttl ~= arg_ttl then arg_ttl, arg_ms = ttl, ttl_arg(ttl) end
     local r, err
     if opts.fence == false and (first or mode == "poll") then
       -- No fence asked for: a plain SET NX PX, no script. A waiter's later
       -- attempts use the script, which also tells releases someone waits.
-      r, err = ch:command("SET", keys.lock, token, "NX", "PX", ttl_arg(ttl))
+      r, err = ch:command("SET", keys.lock, token, "NX", "PX", arg_ms)
       if r == nil then return nil, err end
-      if r == "OK" then
-        r = { 1 }
-      elseif mode == "poll" then
-        return nil, "busy"
-      else
-        r = nil   -- busy, and we will wait: the script registers us
-      end
+      if r == "OK" then return granted(self, name, keys, token, nil, t0, ttl, opts, max_hold) end
+      if mode == "poll" then return nil, "busy" end
+      -- busy, and we will wait: the script registers us
     end
-    if r then -- luacheck: ignore 542 (taken by the plain SET)
-    elseif opts.reentrant then
+    if opts.reentrant then
       r, err = ch:script("acquire_reentrant", keys.lock, keys.fence, keys.waiters, keys.count, token,
-        ttl_arg(ttl), mode == "notify" and "1" or "0", self._fence_ttl_ms)
+        arg_ms, mode == "notify" and "1" or "0", self._fence_ttl_ms)
       if not r then return nil, err end
       if r[1] ~= 1 then return nil, "busy", r[2] end
       return self:_grant_entry(name, keys, token, r[2], t0, ttl, opts, max_hold)
@@ -255,7 +268,7 @@ return function(Client)
         fair_grant_ms(ttl), self._fence_ttl_ms)
     else
       r, err = ch:script("acquire", keys.lock, keys.fence, keys.waiters, token,
-        ttl_arg(ttl), mode == "notify" and "1" or "0", self._fence_ttl_ms)
+        arg_ms, mode == "notify" and "1" or "0", self._fence_ttl_ms)
     end
     if not r then return nil, err end
     if r[1] ~= 1 then return nil, "busy", r[2] end
@@ -272,14 +285,7 @@ return function(Client)
       end
       return lock, gerr
     end
-    if opts.replicas and opts.replicas > 0 then
-      local ok, werr = lockmod.wait_replicas(ch, opts.replicas, opts.replicas_timeout)
-      if not ok then
-        self:_release_keys(keys, token)
-        return nil, werr
-      end
-    end
-    return self:_grant(name, keys, token, opts.fence ~= false and r[2] or nil, t0, ttl, ttl, opts, max_hold)
+    return granted(self, name, keys, token, opts.fence ~= false and r[2] or nil, t0, ttl, opts, max_hold)
   end
 
   -- client:acquire, with argument errors naming `fname` (acquire or with_lock).

@@ -7,6 +7,7 @@
 -- "max_hold", "forked", "stopped"), and never held again.
 
 local core = require "redislock.core"
+local setmetatable = setmetatable
 local checks = require "redislock.checks"
 local metrics = require "redislock.metrics"
 checks.own(debug.getinfo(1, "S").source)
