@@ -189,22 +189,25 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
         }
         return 0;
     }
-    memset(&target, 0, sizeof target);
-    redirect = w->t->mode == TOPO_SINGLE || w->t->mode == TOPO_REDLOCK ? CLUSTER_NONE :
-               cluster_redirect_of(r, &target);
-    if (redirect == CLUSTER_ASK && !e->orphaned && e->state == WD_HELD) {
-        /* the slot is moving: this one renewal goes to the new node */
-        wd_link *to = wd_link_find(w, &target);
-        topo_node_clear(&target);
-        e->queued--;
-        if (to && wd_link_open(to, now) == 0 && wd_link_queue(w, to, e, 0, 1, req->sent_at, NULL) == 0)
+    redirect = CLUSTER_NONE;
+    if (r->type == REDIS_REPLY_ERROR && w->t->mode != TOPO_SINGLE && w->t->mode != TOPO_REDLOCK) {
+        /* (only an error can redirect: the common answer skips this) */
+        memset(&target, 0, sizeof target);
+        redirect = cluster_redirect_of(r, &target);
+        if (redirect == CLUSTER_ASK && !e->orphaned && e->state == WD_HELD) {
+            /* the slot is moving: this one renewal goes to the new node */
+            wd_link *to = wd_link_find(w, &target);
+            topo_node_clear(&target);
+            e->queued--;
+            if (to && wd_link_open(to, now) == 0 && wd_link_queue(w, to, e, 0, 1, req->sent_at, NULL) == 0)
+                return 0;
+            e->queued++;
+            w->want_refresh = 1;
+            wd_apply_failure(w, e, now);
             return 0;
-        e->queued++;
-        w->want_refresh = 1;
-        wd_apply_failure(w, e, now);
-        return 0;
+        }
+        topo_node_clear(&target);
     }
-    topo_node_clear(&target);
     if (redirect == CLUSTER_MOVED || redirect == CLUSTER_READONLY) {
         /* the map changed, or our master is a replica now: reload the
          * topology and renew on the right node */

@@ -133,6 +133,32 @@ describe("watchdog", function()
     end)
   end
 
+  it("binds a released lock's handle to the next lock: it renews that one and reports its loss only", function()
+    local c = assert(redislock.connect { url = srv.url })
+    local first_name, next_name = fresh(), fresh()
+    local lost = {}
+    local first = assert(c:acquire(first_name, { ttl = 0.3, on_lost = function(l) lost[#lost + 1] = l.name end }))
+    local handle = first._watch
+    assert(first:release())
+    local nxt = assert(c:acquire(next_name, { ttl = 0.3, on_lost = function(l) lost[#lost + 1] = l.name end }))
+    assert.equal(handle, nxt._watch)          -- the same handle, bound anew
+    assert.is_nil(first._watch)
+    -- renewed past 3x its ttl
+    helpers.sleep(0.9)
+    assert.is_true(nxt:held())
+    assert.is_true(admin:command("PTTL", "{" .. next_name .. "}") > 0)
+    assert.equal(0, admin:command("EXISTS", "{" .. first_name .. "}"))
+    -- a loss of the new lock reaches the new lock, never the released one
+    admin:command("DEL", "{" .. next_name .. "}")
+    assert(helpers.wait_until(function() return not nxt:held() end, 2, 0.005))
+    assert.equal("not held", nxt.lost_reason)
+    assert.same({ next_name }, lost)
+    assert.is_false(first:held())
+    assert.is_nil(first.lost_reason)
+    assert.equal("not held", handle:state())
+    c:close()
+  end)
+
   it("reports 'unreachable' before the lease ends when the path to Redis is held", function()
     local proxy = helpers.spawn(helpers.lua_cmd("spec/support/proxy.lua", srv.port))
     local port
@@ -350,7 +376,10 @@ describe("watchdog", function()
         local name = fresh("race")
         names[i] = name
         local l = assert(c:acquire(name, { ttl = 0.06 }))  -- renewed every 20 ms
-        helpers.sleep((i % 7) * 0.003)
+        -- held 0 to 36 ms: the longer holds are surely renewed (a renewal
+        -- is due 19 ms after the grant, or up to half of that earlier when
+        -- the thread is awake anyway), and releases land all over a renewal
+        helpers.sleep((i % 7) * 0.006)
         assert(l:release())
       end
       helpers.sleep(0.2) -- 3x the ttl
