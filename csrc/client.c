@@ -474,7 +474,7 @@ static int meth_watch(lua_State *L) {
     if (!(ttl >= 0.001 && ttl < 1e10)) return luaL_argerror(L, 4, "ttl out of range");
     if (!(end >= 0 && end < 1e12)) return luaL_argerror(L, 5, "lease end out of range");
     if (!(hold >= 0 && hold < 1e12)) return luaL_argerror(L, 6, "hold end out of range");
-    /* upvalue 2 of the client's methods: the handles' metatable */
+    /* a spare handle (argument 8) is bound anew rather than a new one made */
     if (lua_gettop(L) < 8 || !watch_push_spare(L, 8)) watch_push_unbound(L);
     if (client_wd(u, err, sizeof err) == NULL ||
         wd_watch(u->wd, key, klen, token, toklen, (int64_t)(ttl * 1000 + 0.5),
@@ -638,6 +638,13 @@ static int meth_close(lua_State *L) {
     return 1;
 }
 
+/* __gc: close, then untag (udata.h). */
+static int meth_gc(lua_State *L) {
+    meth_close(L);
+    udata_untag(L, 1);
+    return 0;
+}
+
 static int meth_closed(lua_State *L) {
     client_ud *u = (client_ud *)luaL_checkudata(L, 1, CLIENT_MT);
     lua_pushboolean(L, u->t == NULL);
@@ -688,7 +695,7 @@ static const luaL_Reg client_methods[] = {
 };
 
 static const luaL_Reg client_meta[] = {
-    {"__gc", meth_close},
+    {"__gc", meth_gc},
     {"__close", meth_close},
     {"__tostring", meth_tostring},
     {NULL, NULL}

@@ -154,6 +154,12 @@ static int rec_read(lua_State *L) {
     return 1;
 }
 
+/* __gc: untag (udata.h). */
+static int rec_gc(lua_State *L) {
+    udata_untag(L, 1);
+    return 0;
+}
+
 static const luaL_Reg rec_methods[] = {
     {"acquired", rec_acquired},
     {"hold_end", rec_hold_end},
@@ -164,6 +170,8 @@ static const luaL_Reg rec_methods[] = {
 
 void hist_register(lua_State *L) {
     luaL_newmetatable(L, RECORDER_MT);   /* mt */
+    lua_pushcfunction(L, rec_gc);
+    lua_setfield(L, -2, "__gc");
     luaL_newlib(L, rec_methods);         /* mt, methods */
     lua_setfield(L, -2, "__index");      /* mt */
     lua_pop(L, 1);

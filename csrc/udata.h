@@ -6,7 +6,8 @@
  * and the type's number, written when it is made (udata_new). A check
  * reads the tag of a block of the type's size, with no string hashing and
  * no metatable lookup; a Lua program cannot forge one, since only C writes
- * a userdata's bytes. Anything else (another type, a table, nil) falls
+ * a userdata's bytes, and __gc clears it (udata_untag) before the block is
+ * freed. Anything else (another type, a table, nil) falls
  * back to luaL_checkudata, which also words the error.
  */
 #ifndef REDISLOCK_UDATA_H
@@ -27,7 +28,7 @@ typedef struct udata_tag {
 } udata_tag;
 
 /* The userdata at idx when it is a `type` of `size` bytes (tagged by
- * udata_new); NULL otherwise, never raising. */
+ * udata_new, and not collected); NULL otherwise, never raising. */
 static inline void *udata_test(lua_State *L, int idx, int type, size_t size) {
     udata_tag *t = (udata_tag *)lua_touserdata(L, idx);
     if (t != NULL && lua_rawlen(L, idx) == size && t->self == t && t->type == type) return t;
@@ -38,6 +39,15 @@ static inline void *udata_test(lua_State *L, int idx, int type, size_t size) {
 static inline void *udata_check(lua_State *L, int idx, int type, size_t size, const char *tname) {
     void *p = udata_test(L, idx, type, size);
     return p != NULL ? p : luaL_checkudata(L, idx, tname);
+}
+
+/* Clears the tag of the userdata at idx (its __gc, after its own work):
+ * the block is freed next, and another module's userdata of the same size
+ * made at that address must never read as ours. A resurrected object still
+ * passes luaL_checkudata, by its metatable. */
+static inline void udata_untag(lua_State *L, int idx) {
+    udata_tag *t = (udata_tag *)lua_touserdata(L, idx);
+    if (t != NULL) t->self = NULL;
 }
 
 /* Pushes a new userdata of `size` bytes (a struct starting with a

@@ -99,6 +99,13 @@ static int meth_unwatch(lua_State *L) {
     return 0;
 }
 
+/* __gc: unwatch, then untag (udata.h). */
+static int meth_gc(lua_State *L) {
+    meth_unwatch(L);
+    udata_untag(L, 1);
+    return 0;
+}
+
 static int meth_tostring(lua_State *L) {
     watch_ud *u = watch_check(L);
     lua_pushfstring(L, "redislock.watch (%s)",
@@ -115,7 +122,7 @@ static const luaL_Reg watch_methods[] = {
 };
 
 static const luaL_Reg watch_meta[] = {
-    {"__gc", meth_unwatch},
+    {"__gc", meth_gc},
     {"__close", meth_unwatch},
     {"__tostring", meth_tostring},
     {NULL, NULL}

@@ -174,6 +174,16 @@ describe("argument sweep", function()
     end
   end)
 
+  it("options with defaults behind __index are read and combined as given", function()
+    local defaults = { ttl = 7, fair = true, reentrant = true }
+    local ok, err = pcall(client.acquire, client, fresh(), setmetatable({}, { __index = defaults }))
+    assert.is_false(ok)
+    assert.matches("a reentrant lock cannot be fair", err, 1, true)
+    local lock = assert(client:acquire(fresh(), setmetatable({}, { __index = { ttl = 7 } })))
+    assert.equal(7, lock.ttl)
+    assert.is_true(lock:release())
+  end)
+
   it("the C core checks its own arguments", function()
     local conn = assert(core.connect { port = srv.port })
     local calls = {

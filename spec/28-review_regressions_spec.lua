@@ -136,4 +136,47 @@ describe("review regressions", function()
     assert.is_true(new:release())
     c:close()
   end)
+  it("a waiter without fence sends its own ttl even when another acquire runs while its SET yields", function()
+    -- A channel over the real one that, when a SET has answered and before
+    -- the attempt goes on, runs what another light thread could run while a
+    -- cosocket SET yields: an acquire with another ttl, and the holder's
+    -- release. The attempt must still send its own ttl (30 s), not 0.1 s.
+    local name, other_name = fresh(), fresh()
+    local c1 = assert(redislock.connect { url = srv.url })
+    local c2 = assert(redislock.connect { url = srv.url })
+    local c3 = assert(redislock.connect { url = srv.url })
+    local holder = assert(c3:acquire(name, { ttl = 30 }))
+    local real = c1._conn
+    local meanwhile = function()
+      local o = assert(c2:acquire(other_name, { ttl = 0.1 }))
+      assert(holder:release())
+      assert(o:release())
+    end
+    c1._conn = setmetatable({}, { __index = function(_, k)
+      if k == "command" then
+        return function(_, cmd, ...)
+          local r, e, kind = real:command(cmd, ...)
+          if cmd == "SET" and meanwhile then
+            local f = meanwhile
+            meanwhile = nil
+            f()
+          end
+          return r, e, kind
+        end
+      end
+      local v = real[k]
+      if type(v) == "function" then return function(_, ...) return v(real, ...) end end
+      return v
+    end })
+    local l = assert(c1:acquire(name, { fence = false, wait = 2, ttl = 30, watchdog = false }))
+    assert.is_nil(meanwhile)                 -- the interleaving happened
+    assert.is_true(raw:command("PTTL", "{" .. name .. "}") > 20000)
+    helpers.sleep(0.2)
+    local c4 = assert(redislock.connect { url = srv.url })
+    assert.same({ nil, "busy" }, { c4:acquire(name, { ttl = 30 }) })
+    assert.is_true(l:held())
+    c1._conn = real
+    assert.is_true(l:release())
+    for _, c in ipairs({ c1, c2, c3, c4 }) do c:close() end
+  end)
 end)

@@ -8,7 +8,7 @@
 -- fair = true, queues in Redis and is handed the lock in arrival order.
 
 local core = require "redislock.core"
-local type, next = type, next
+local type, next, getmetatable = type, next, getmetatable
 local checks = require "redislock.checks"
 local backoff = require "redislock.backoff"
 local lockmod = require "redislock.lock"
@@ -17,7 +17,7 @@ checks.own(debug.getinfo(1, "S").source)
 
 local monotime, new_token = core.monotime, core.token
 local ttl_ms, ttl_arg = lockmod.ttl_ms, lockmod.ttl_arg
-local lease_end = lockmod.lease_end
+local drift_lease, drift_s        -- the last lease _grant saw, and its drift margin
 local check_number, check_type = checks.check_number, checks.check_type
 local MUTEX, REENTRANT = lockmod.MUTEX, lockmod.REENTRANT
 
@@ -102,6 +102,11 @@ local function settings(fname, name, opts)
       combined = combined or COMBINED[k]
     end
   end
+  if getmetatable(opts) ~= nil then
+    -- options with defaults behind __index: read, and combined, as given
+    -- (only the table's own keys are iterated and checked, as always)
+    ttl, wait, combined = opts.ttl or DEFAULT_TTL, opts.wait or 0, true
+  end
   if combined then
     if opts.owner ~= nil and not opts.reentrant then
       checks.argerror(fname, "owner", "only with reentrant = true")
@@ -170,9 +175,12 @@ return function(Client)
   -- grant runs from then; ttl: what the lock is renewed to. kind: the
   -- lease's kind (lock.lua; MUTEX when nil); undo: false when a failed
   -- grant must not be given back (an adopted lock is someone else's too).
-  function Client:_grant(name, keys, token, fence, t0, lease, ttl, opts, max_hold, kind, undo)
+  local function grant(self, name, keys, token, fence, t0, lease, ttl, opts, max_hold, kind, undo)
     kind = kind or MUTEX
-    local expires = lease_end(t0, lease)
+    -- lockmod.lease_end(t0, lease), its margin cached in line (no yield
+    -- between the cache's read and its use)
+    if lease ~= drift_lease then drift_lease, drift_s = lease, core.drift(lease) end
+    local expires = t0 + lease - drift_s
     if monotime() >= expires then
       if undo ~= false then kind.release(self, keys, token, fence) end
       return nil, "connection too slow: the grant came after its lease ended"
@@ -211,6 +219,7 @@ return function(Client)
     self._locks[werr] = lock
     return lock
   end
+  Client._grant = grant
 
   -- A reentrant grant (a first entry or a further one), with the WAIT the
   -- caller asked for; a failure gives the entry back.
@@ -222,7 +231,7 @@ return function(Client)
         return nil, werr
       end
     end
-    return self:_grant(name, keys, token, fence, t0, ttl, ttl, opts, max_hold, REENTRANT)
+    return grant(self, name, keys, token, fence, t0, ttl, ttl, opts, max_hold, REENTRANT)
   end
 
   -- A grant of a fresh lease (not a hand-over): the WAIT the caller asked
@@ -235,22 +244,28 @@ return function(Client)
         return nil, werr
       end
     end
-    return self:_grant(name, keys, token, fence, t0, ttl, ttl, opts, max_hold)
+    return grant(self, name, keys, token, fence, t0, ttl, ttl, opts, max_hold)
   end
 
-  -- ttl_arg(ttl) of the last ttl, in line (the hot path sends the same one)
+  -- ttl_arg(ttl) of the last ttl, in line (the hot path sends the same one).
+  -- Shared by every call in this Lua state: read only into a local at the
+  -- top of _try, since a cosocket call yields and another _try runs meanwhile.
   local arg_ttl, arg_ms
 
   -- One attempt, sent at t0. Returns the lock; or nil, err, holder_ms.
   -- first: the call's first attempt.
-  function Client:_try(name, keys, token, ttl, mode, opts, max_hold, t0, first)
+  local function try(self, name, keys, token, ttl, mode, opts, max_hold, t0, first)
     local ch = self._conn
-    if ttl ~= arg_ttl then arg_ttl, arg_ms = ttl, ttl_arg(ttl) end
+    local ms = arg_ms
+    if ttl ~= arg_ttl then
+      ms = ttl_arg(ttl)
+      arg_ttl, arg_ms = ttl, ms
+    end
     local r, err
     if opts.fence == false and (first or mode == "poll") then
       -- No fence asked for: a plain SET NX PX, no script. A waiter's later
       -- attempts use the script, which also tells releases someone waits.
-      r, err = ch:command("SET", keys.lock, token, "NX", "PX", arg_ms)
+      r, err = ch:command("SET", keys.lock, token, "NX", "PX", ms)
       if r == nil then return nil, err end
       if r == "OK" then return granted(self, name, keys, token, nil, t0, ttl, opts, max_hold) end
       if mode == "poll" then return nil, "busy" end
@@ -258,7 +273,7 @@ return function(Client)
     end
     if opts.reentrant then
       r, err = ch:script("acquire_reentrant", keys.lock, keys.fence, keys.waiters, keys.count, token,
-        arg_ms, mode == "notify" and "1" or "0", self._fence_ttl_ms)
+        ms, mode == "notify" and "1" or "0", self._fence_ttl_ms)
       if not r then return nil, err end
       if r[1] ~= 1 then return nil, "busy", r[2] end
       return self:_grant_entry(name, keys, token, r[2], t0, ttl, opts, max_hold)
@@ -268,14 +283,14 @@ return function(Client)
         fair_grant_ms(ttl), self._fence_ttl_ms)
     else
       r, err = ch:script("acquire", keys.lock, keys.fence, keys.waiters, token,
-        arg_ms, mode == "notify" and "1" or "0", self._fence_ttl_ms)
+        ms, mode == "notify" and "1" or "0", self._fence_ttl_ms)
     end
     if not r then return nil, err end
     if r[1] ~= 1 then return nil, "busy", r[2] end
     if r[3] then
       -- handed to us earlier, with this much of its lease left; the
       -- releaser wrote it: make our own write for WAIT to count
-      local lock, gerr = self:_grant(name, keys, token, r[2], t0, r[3] / 1000, ttl, opts, max_hold)
+      local lock, gerr = grant(self, name, keys, token, r[2], t0, r[3] / 1000, ttl, opts, max_hold)
       if lock and opts.replicas and opts.replicas > 0 then
         local ok, xerr = lock:extend(ttl)
         if not ok then
@@ -287,12 +302,13 @@ return function(Client)
     end
     return granted(self, name, keys, token, opts.fence ~= false and r[2] or nil, t0, ttl, opts, max_hold)
   end
+  Client._try = try
 
   -- client:acquire, with argument errors naming `fname` (acquire or with_lock).
   local function acquire(self, fname, name, opts)
     local ttl, wait, spin, max_hold
     opts, ttl, wait, spin, max_hold = settings(fname, name, opts)
-    self:poll()   -- (raises once the client is closed)
+    Client.poll(self)   -- (raises once the client is closed; not through __index: the hot path)
 
     local keys = self._keys_of(name)
     -- One token for the whole call: it is also a fair waiter's place in
@@ -301,7 +317,7 @@ return function(Client)
     if wait == 0 then
       -- one attempt, no loop (the uncontended path)
       local t_call = monotime()
-      local lock, err = self:_try(name, keys, token, ttl, "poll", opts, max_hold, t_call, true)
+      local lock, err = try(self, name, keys, token, ttl, "poll", opts, max_hold, t_call, true)
       metrics.acquire_done(self, name, lock, err, t_call, 0)   -- [metrics]
       return lock, err
     end
@@ -314,7 +330,7 @@ return function(Client)
     local lock, err, holder_ms
     while true do
       local t_try = monotime()
-      lock, err, holder_ms = self:_try(name, keys, token, ttl, mode, opts, max_hold, t_try, attempt == 0)
+      lock, err, holder_ms = try(self, name, keys, token, ttl, mode, opts, max_hold, t_try, attempt == 0)
       if lock or wait == 0 then break end
       local now = monotime()
       if now >= deadline then
@@ -332,18 +348,18 @@ return function(Client)
       -- one BLPOP at most an hour: a huge `wait` just loops
       limit = math.min(limit, 3600)
       local free_now = err == "busy" and (holder_ms == 0 or (holder_ms == -2 and mode ~= "fair"))
-      local woken, grant = false, nil
+      local woken, handed = false, nil
       if mode ~= "poll" and err == "busy" and not free_now and limit >= 0.001 then
         local t_block = monotime()
-        woken, grant = self:_wait_release(signal, limit, limit >= deadline - now,
+        woken, handed = self:_wait_release(signal, limit, limit >= deadline - now,
           spin or auto_spin(self, name))
-        if grant then saw_wait(self, name, monotime() - t_block) end
+        if handed then saw_wait(self, name, monotime() - t_block) end
       end
-      if mode == "fair" and grant then
+      if mode == "fair" and handed then
         -- A release handed us the lock with a short lease. It did so after
         -- our last attempt ran (which cleared any older hand-over), so the
         -- lease is counted from when that attempt was sent.
-        lock, err = self:_grant(name, keys, token, tonumber(grant), t_try, fair_grant_ms(ttl) / 1000,
+        lock, err = grant(self, name, keys, token, tonumber(handed), t_try, fair_grant_ms(ttl) / 1000,
           ttl, opts, max_hold)
         if lock and opts.replicas and opts.replicas > 0 then
           -- the releaser wrote the hand-over: our own extend is what WAIT counts
