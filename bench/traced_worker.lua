@@ -8,13 +8,15 @@ helpers.lua_cmd, so that ./lua and ./?.so come first on the paths).
 
 Wraps, in this process only, methods of the worker's client (by name and with
 any arguments, so the wrappers do not depend on signatures), of its C
-connection (watch), of the watch handle (unwatch) and of the lock (release).
+connection (watch, and script for the acquire scripts), of the watch handle
+(unwatch) and of the lock (release).
 For every client:acquire call it records
   woke   when the call's last BLPOP wait (Client:_wait_release) returned
          (0 if the call never waited)
-  try0   when its last attempt (Client:_try) started: the winning one
-  w0 w1  when the watchdog registration (conn:watch) in it started / returned
-  try1   when that attempt returned
+  try0   when its last attempt (its acquire script, conn:script) was sent: the
+         winning one
+  try1   when that script's answer came back
+  w0 w1  when the watchdog registration (conn:watch) after it started / returned
   waits  how many BLPOP waits the call made, tries how many attempts
 and for every lock:release call
   r0     when release was called, u0 u1 when its unwatch started / returned,
@@ -58,8 +60,8 @@ redislock.connect = function(...)
   local watch_wrapped, lock_wrapped = false, false
 
   -- The first lock shows us the watch handle's and the lock's methods. It
-  -- comes from acquire, whether an attempt (_try) or a fair hand-over
-  -- (_grant after a BLPOP) produced it.
+  -- comes from acquire, whether an attempt or a fair hand-over (a grant
+  -- after a BLPOP) produced it.
   local function wrap_lock(lock)
     if type(lock) ~= "table" then return end
     if not watch_wrapped and lock._watch then
@@ -91,10 +93,21 @@ redislock.connect = function(...)
   end)
   wrap(methods(client._conn), "watch", function() cur.w0 = monotime() end,
     function() cur.w1 = monotime() end)
-  wrap(client, "_try", function()
+  -- An attempt is its acquire script (acquire.lua calls its attempt
+  -- function directly, not through the client, so the channel is where
+  -- one can be seen).
+  local attempt_scripts = { acquire = true, acquire_fair = true, acquire_reentrant = true }
+  local conn_methods = methods(client._conn)
+  local script = conn_methods.script
+  conn_methods.script = function(ch, name, ...)
+    if not attempt_scripts[name] then return script(ch, name, ...) end
     cur.try0 = monotime()
     cur.tries = cur.tries + 1
-  end, function() cur.try1 = monotime() end)
+    return (function(...)
+      cur.try1 = monotime()
+      return ...
+    end)(script(ch, name, ...))
+  end
   wrap(client, "close", function()
     local out = {}
     for _, l in ipairs(traces) do out[#out + 1] = l end

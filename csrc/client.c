@@ -641,7 +641,7 @@ static int meth_close(lua_State *L) {
 /* __gc: close, then untag (udata.h). */
 static int meth_gc(lua_State *L) {
     meth_close(L);
-    udata_untag(L, 1);
+    udata_untag(L, 1, UDATA_CLIENT, sizeof(client_ud));
     return 0;
 }
 

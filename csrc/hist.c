@@ -156,7 +156,7 @@ static int rec_read(lua_State *L) {
 
 /* __gc: untag (udata.h). */
 static int rec_gc(lua_State *L) {
-    udata_untag(L, 1);
+    udata_untag(L, 1, UDATA_RECORDER, sizeof(recorder));
     return 0;
 }
 

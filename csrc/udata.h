@@ -41,12 +41,14 @@ static inline void *udata_check(lua_State *L, int idx, int type, size_t size, co
     return p != NULL ? p : luaL_checkudata(L, idx, tname);
 }
 
-/* Clears the tag of the userdata at idx (its __gc, after its own work):
- * the block is freed next, and another module's userdata of the same size
- * made at that address must never read as ours. A resurrected object still
- * passes luaL_checkudata, by its metatable. */
-static inline void udata_untag(lua_State *L, int idx) {
-    udata_tag *t = (udata_tag *)lua_touserdata(L, idx);
+/* Clears the tag of the userdata at idx when it is a tagged `type` of
+ * `size` bytes (its __gc, after its own work): the block is about to be
+ * freed, and another module's userdata of the same size made at that
+ * address must never read as ours. Anything else (a __gc called by hand
+ * with another value) is left alone. An object used again after its __gc
+ * still passes udata_check, through luaL_checkudata and its metatable. */
+static inline void udata_untag(lua_State *L, int idx, int type, size_t size) {
+    udata_tag *t = (udata_tag *)udata_test(L, idx, type, size);
     if (t != NULL) t->self = NULL;
 }
 

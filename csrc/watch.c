@@ -102,7 +102,7 @@ static int meth_unwatch(lua_State *L) {
 /* __gc: unwatch, then untag (udata.h). */
 static int meth_gc(lua_State *L) {
     meth_unwatch(L);
-    udata_untag(L, 1);
+    udata_untag(L, 1, UDATA_WATCH, sizeof(watch_ud));
     return 0;
 }
 

@@ -182,6 +182,27 @@ describe("argument sweep", function()
     local lock = assert(client:acquire(fresh(), setmetatable({}, { __index = { ttl = 7 } })))
     assert.equal(7, lock.ttl)
     assert.is_true(lock:release())
+    -- and checked like the table's own: nothing is taken with a bad one
+    for _, bad in ipairs({ { ttl = 0.01 }, { wait = -1 }, { max_hold = -1e9 }, { replicas = "1" }, { spin = 2 } }) do
+      local name = fresh()
+      local k = next(bad)
+      local ok2, err2 = pcall(client.acquire, client, name, setmetatable({}, { __index = bad }))
+      assert.is_false(ok2, k)
+      assert.matches("bad argument '" .. k .. "' to 'acquire'", err2, 1, true)
+      assert.is_false(client:inspect(name).held, k)
+    end
+  end)
+
+  it("a metamethod called by hand with a foreign value touches nothing", function()
+    local rec = client._metrics.rec
+    for _, ud in ipairs({ io.stdout, client._conn, rec }) do
+      local mt = getmetatable(ud)
+      if mt.__gc and ud ~= io.stdout then
+        pcall(mt.__gc, io.stdout)
+      end
+    end
+    assert.is_true(io.stdout:write("") == io.stdout)   -- the FILE is intact
+    assert(client:acquire(fresh(), { ttl = 1 })):release()
   end)
 
   it("the C core checks its own arguments", function()

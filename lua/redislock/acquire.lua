@@ -103,8 +103,12 @@ local function settings(fname, name, opts)
     end
   end
   if getmetatable(opts) ~= nil then
-    -- options with defaults behind __index: read, and combined, as given
-    -- (only the table's own keys are iterated and checked, as always)
+    -- options with defaults behind __index (or a proxy): every option read
+    -- through it is checked too, and they are combined as given
+    for k, check in next, CHECK do
+      local v = opts[k]
+      if v ~= nil then check(fname, v) end
+    end
     ttl, wait, combined = opts.ttl or DEFAULT_TTL, opts.wait or 0, true
   end
   if combined then
