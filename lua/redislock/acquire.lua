@@ -17,7 +17,7 @@ checks.own(debug.getinfo(1, "S").source)
 
 local monotime, new_token = core.monotime, core.token
 local ttl_ms, ttl_arg = lockmod.ttl_ms, lockmod.ttl_arg
-local drift_lease, drift_s        -- the last lease _grant saw, and its drift margin
+local lease_end = lockmod.lease_end
 local check_number, check_type = checks.check_number, checks.check_type
 local MUTEX, REENTRANT = lockmod.MUTEX, lockmod.REENTRANT
 
@@ -181,10 +181,7 @@ return function(Client)
   -- grant must not be given back (an adopted lock is someone else's too).
   local function grant(self, name, keys, token, fence, t0, lease, ttl, opts, max_hold, kind, undo)
     kind = kind or MUTEX
-    -- lockmod.lease_end(t0, lease), its margin cached in line (no yield
-    -- between the cache's read and its use)
-    if lease ~= drift_lease then drift_lease, drift_s = lease, core.drift(lease) end
-    local expires = t0 + lease - drift_s
+    local expires = lease_end(t0, lease)
     if monotime() >= expires then
       if undo ~= false then kind.release(self, keys, token, fence) end
       return nil, "connection too slow: the grant came after its lease ended"
@@ -251,20 +248,12 @@ return function(Client)
     return grant(self, name, keys, token, fence, t0, ttl, ttl, opts, max_hold)
   end
 
-  -- ttl_arg(ttl) of the last ttl, in line (the hot path sends the same one).
-  -- Shared by every call in this Lua state: read only into a local at the
-  -- top of _try, since a cosocket call yields and another _try runs meanwhile.
-  local arg_ttl, arg_ms
-
   -- One attempt, sent at t0. Returns the lock; or nil, err, holder_ms.
   -- first: the call's first attempt.
   local function try(self, name, keys, token, ttl, mode, opts, max_hold, t0, first)
     local ch = self._conn
-    local ms = arg_ms
-    if ttl ~= arg_ttl then
-      ms = ttl_arg(ttl)
-      arg_ttl, arg_ms = ttl, ms
-    end
+    -- (a local: a cosocket call below yields, and other calls run meanwhile)
+    local ms = ttl_arg(ttl)
     local r, err
     if opts.fence == false and (first or mode == "poll") then
       -- No fence asked for: a plain SET NX PX, no script. A waiter's later
@@ -317,7 +306,8 @@ return function(Client)
     local keys = self._keys_of(name)
     -- One token for the whole call: it is also a fair waiter's place in
     -- line. A reentrant lock's is its owner's.
-    local token = opts.reentrant and (opts.owner or self:_owner()) or new_token() or assert(new_token())
+    local token = opts.reentrant and (opts.owner or self:_owner()) or new_token()
+    if not token then token = assert(new_token()) end   -- (raises with the reason)
     if wait == 0 then
       -- one attempt, no loop (the uncontended path)
       local t_call = monotime()

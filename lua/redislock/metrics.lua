@@ -94,25 +94,22 @@ function _M.acquire_done(client, name, lock, err, t_call, retries)
 end
 
 -- The hold of `lock` ended now: its time, or nil when it was not counted
--- as a grant (taken some other way) or already ended. (released() has
--- its own copy, which also counts the release.)
-local function hold_end(m, lock)
+-- as a grant (taken some other way) or already ended. released: it ended
+-- by a release, counted as one either way.
+local function hold_end(rec, lock, released)
   local t0 = lock._granted_at
-  if not t0 then return nil end
+  if not t0 then
+    if released then rec_add(rec, "releases") end
+    return nil
+  end
   lock._granted_at = nil
-  return rec_hold_end(m.rec, t0, lock.ttl, false)
+  return rec_hold_end(rec, t0, lock.ttl, released)
 end
 
 --- [lock.lua, redlock.lua] lock:release() deleted the key.
 function _M.released(lock)
   local client = lock._client
-  local rec, t0, held = client._metrics.rec, lock._granted_at, nil
-  if t0 then   -- (hold_end, in line: the hot path)
-    lock._granted_at = nil
-    held = rec_hold_end(rec, t0, lock.ttl, true)
-  else
-    rec_add(rec, "releases")
-  end
+  local held = hold_end(client._metrics.rec, lock, true)
   if client._on_event then
     events.emit(client, "released", { name = lock.name, held = held, ttl = lock.ttl, fence = lock.fence })
   end
@@ -128,7 +125,7 @@ function _M.lost(lock, reason)
   local client = lock._client
   local m = client._metrics
   m.losses[reason] = (m.losses[reason] or 0) + 1
-  local held = hold_end(m, lock)
+  local held = hold_end(m.rec, lock, false)
   if client._on_event then
     events.emit(client, "lost", { name = lock.name, reason = reason, held = held, ttl = lock.ttl,
       fence = lock.fence })
