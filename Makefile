@@ -53,7 +53,7 @@ ALL_LDFLAGS = -shared $(LDFLAGS)
 LIBS        = $(HIREDIS_LIBS) -lpthread -lm
 
 SRCS    = csrc/core.c csrc/client.c csrc/client_topo.c csrc/client_native.c csrc/luaval.c csrc/watch.c csrc/process.c \
-          csrc/sock.c csrc/resolve.c csrc/resp.c csrc/conn.c csrc/script.c csrc/token.c \
+          csrc/sock.c csrc/resolve.c csrc/resp.c csrc/reply_fast.c csrc/conn.c csrc/script.c csrc/token.c \
           csrc/slot.c csrc/topo.c csrc/sentinel.c csrc/cluster.c csrc/router.c csrc/fanout.c \
           csrc/native_cmd.c csrc/native_detect.c \
           csrc/watchdog.c csrc/wd_thread.c csrc/wd_link.c csrc/wd_sched.c \
@@ -107,8 +107,31 @@ build/asan/native_cmd_test: test/c/native_cmd_test.c $(CTEST_SRCS) $(HDRS)
 	$(CC) $(CTEST_CFLAGS) -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
 	    -fno-sanitize-recover=undefined -o $@ $< $(CTEST_SRCS) $(CTEST_LIBS)
 
+build/test/wd_heap_test: test/c/wd_heap_test.c csrc/wd_heap.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CTEST_CFLAGS) $(CFLAGS) -o $@ $< csrc/wd_heap.c
+
+build/asan/wd_heap_test: test/c/wd_heap_test.c csrc/wd_heap.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CTEST_CFLAGS) -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+	    -fno-sanitize-recover=undefined -o $@ $< csrc/wd_heap.c
+
+CONN_SRCS = csrc/conn.c csrc/reply_fast.c csrc/resp.c csrc/sock.c csrc/resolve.c csrc/proc_id.c \
+            csrc/counters.c $(CTEST_SRCS)
+
+build/test/reply_fast_test: test/c/reply_fast_test.c $(CONN_SRCS) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CTEST_CFLAGS) $(CFLAGS) -o $@ $< $(CONN_SRCS) $(CTEST_LIBS)
+
+build/asan/reply_fast_test: test/c/reply_fast_test.c $(CONN_SRCS) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CTEST_CFLAGS) -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+	    -fno-sanitize-recover=undefined -o $@ $< $(CONN_SRCS) $(CTEST_LIBS)
+
 ctest: deps
-	@$(MAKE) --no-print-directory build/test/native_cmd_test
+	@$(MAKE) --no-print-directory build/test/native_cmd_test build/test/wd_heap_test build/test/reply_fast_test
+	@build/test/wd_heap_test
+	@build/test/reply_fast_test
 	@build/test/native_cmd_test
 
 # The test command (README, .ci/run): ends with "N passed, N failed".
@@ -133,8 +156,11 @@ build/asan/$(TARGET): $(SRCS) $(HDRS)
 # (Targets that build run a sub-make after test-deps: on a fresh machine the
 # pkg-config flags above were read before the packages were installed.)
 sanitize: test-deps
-	@$(MAKE) --no-print-directory build/asan/$(TARGET) build/asan/native_cmd_test
+	@$(MAKE) --no-print-directory build/asan/$(TARGET) build/asan/native_cmd_test build/asan/wd_heap_test \
+	    build/asan/reply_fast_test
 	@build/asan/native_cmd_test
+	@build/asan/wd_heap_test
+	@build/asan/reply_fast_test
 	@LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	 REDISLOCK_CPATH="./build/asan/?.so" LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(SPECS)

@@ -10,7 +10,10 @@
  *
  * Untimed set-up: SCRIPT LOAD, then SET key token PX TTL_MS for keys
  * "{renew:r1}" .. "{renew:rN}" (the shape of redislock's keys for names
- * "renew:l1" ...: the same lengths), each with its own 128-bit token.
+ * "renew:l1" ...: the same lengths), each with its own 128-bit token,
+ * and beside each its fence counter, "{renew:rN}:fence" with a number and
+ * a day's PX: the keyspace a redislock holder leaves (twice N keys, all
+ * with a ttl), so that the server's lookups cost the same on both sides.
  * Then ROUNDS rounds unpipelined (one EVALSHA, then its reply) and ROUNDS
  * rounds pipelined (BATCH appended, then their BATCH replies read, and so
  * on: the next batch goes out when the last one is answered). Every reply
@@ -157,8 +160,24 @@ int main(int argc, char **argv) {
         av[4] = ttl;
         lens[4] = ttl_len;
         if (redisAppendCommandArgv(c, 5, av, lens) != REDIS_OK) die("append failed", c);
+        {
+            char fkey[48], fence[24];
+            const char *fv[5];
+            size_t fl[5];
+            fv[0] = "SET";
+            fl[0] = 3;
+            fv[1] = fkey;
+            fl[1] = (size_t)snprintf(fkey, sizeof fkey, "%s:fence", h->key);
+            fv[2] = fence;
+            fl[2] = (size_t)snprintf(fence, sizeof fence, "%ld", 1700000000000000L + i);
+            fv[3] = "PX";
+            fl[3] = 2;
+            fv[4] = "86400000";
+            fl[4] = 8;
+            if (redisAppendCommandArgv(c, 5, fv, fl) != REDIS_OK) die("append failed", c);
+        }
     }
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < 2 * n; i++) {
         redisReply *r;
         if (redisGetReply(c, (void **)&r) != REDIS_OK || !r) die("connection lost", c);
         if (r->type != REDIS_REPLY_STATUS) die("SET failed", NULL);

@@ -23,6 +23,7 @@
 #include "deadline.h"
 #include "monotime.h"
 #include "native_cmd.h"
+#include "reply_fast.h"
 #include "resolve.h"
 
 enum { HS_AUTH = 1, HS_SELECT, HS_PING, HS_INFO, HS_COMMANDS, HS_PROBE };
@@ -126,6 +127,7 @@ void conn_free(conn *c) {
     conn_drop(c);
     conn_reg_remove(c);
     rbuf_free(&c->out);
+    rbuf_free(&c->fast);
     conn_config_free(&c->cfg);
     free(c);
 }
@@ -163,6 +165,8 @@ void conn_drop(conn *c) {
     c->connecting = 0;
     if (c->reader) redisReaderFree(c->reader);
     c->reader = NULL;
+    c->reader_holds = 0;
+    c->fast.len = c->fast_off = c->fast_whole = 0;
     c->out.len = 0;
     c->out_off = 0;
     c->sent_total = c->queued_total = 0;
@@ -336,11 +340,62 @@ int conn_flush_some(conn *c) {
     return 1;
 }
 
+/* Appends bytes to the simple replies' buffer and measures what came:
+ * whole simple replies become readable; from the first one that is not
+ * simple, hiredis' reader takes the rest. 0, or -1 (out of memory). */
+static int conn_take(conn *c, const char *p, size_t n) {
+    long m;
+    if (c->fast_off > 0 && c->fast_off == c->fast_whole) {
+        c->fast.len -= c->fast_off;
+        memmove(c->fast.p, c->fast.p + c->fast_off, c->fast.len);
+        c->fast_off = c->fast_whole = 0;
+    }
+    if (rbuf_reserve(&c->fast, n) != 0) return -1;
+    memcpy(c->fast.p + c->fast.len, p, n);
+    c->fast.len += n;
+    while ((m = reply_fast_scan(c->fast.p + c->fast_whole, c->fast.len - c->fast_whole)) > 0)
+        c->fast_whole += (size_t)m;
+    if (m < 0) {
+        if (redisReaderFeed(c->reader, c->fast.p + c->fast_whole, c->fast.len - c->fast_whole) != REDIS_OK)
+            return -1;
+        c->fast.len = c->fast_whole;
+        c->reader_holds = 1;
+    }
+    return 0;
+}
+
+/* hiredis' reader gave back a reply: when it holds nothing more, the next
+ * bytes are measured again; when it holds the beginning of what follows,
+ * those bytes are taken back (a fresh reader for the next reply that is
+ * not simple), so that one odd reply does not keep every later one off
+ * the fast path. 0, or -1 (out of memory). */
+static int conn_reader_gave(conn *c) {
+    redisReader *rd = c->reader, *fresh;
+    if (rd->pos == rd->len) {
+        c->reader_holds = 0;
+        return 0;
+    }
+    fresh = redisReaderCreate();
+    if (fresh == NULL) return -1;
+    c->reader = fresh;
+    c->reader_holds = 0;
+    /* (all older simple replies were read: the reader's are newer) */
+    c->fast.len = c->fast_off = c->fast_whole = 0;
+    if (conn_take(c, rd->buf + rd->pos, rd->len - rd->pos) != 0) {
+        redisReaderFree(rd);
+        return -1;
+    }
+    redisReaderFree(rd);
+    return 0;
+}
+
 int conn_fill(conn *c) {
     char buf[16384];
     ssize_t n = sock_recv(c->fd, buf, sizeof buf);
     if (n > 0) {
-        if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) {
+        /* simple replies (reply_fast.h) kept as they came, others to hiredis */
+        if (c->reader_holds ? redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK
+                            : conn_take(c, buf, (size_t)n) != 0) {
             conn_fail(c, CONN_ENOMEM, "lost", "out of memory");
             return -1;
         }
@@ -363,11 +418,28 @@ int conn_reply(conn *c, redisReply **out) {
         void *rep = NULL;
         redisReply *r;
         int kind;
-        if (redisReaderGetReply(c->reader, &rep) != REDIS_OK) {
-            conn_fail(c, CONN_ELOST, "lost", "protocol error");
-            return -1;
+        if (c->fast_off < c->fast_whole) {
+            /* the simple ones are older than anything the reader holds */
+            size_t used;
+            rep = reply_fast_build(c->fast.p + c->fast_off, c->fast_whole - c->fast_off, &used);
+            if (rep == NULL) {
+                conn_fail(c, CONN_ENOMEM, "lost", "out of memory");
+                return -1;
+            }
+            c->fast_off += used;
+        } else {
+            if (!c->reader_holds) return 0;
+            if (redisReaderGetReply(c->reader, &rep) != REDIS_OK) {
+                conn_fail(c, CONN_ELOST, "lost", "protocol error");
+                return -1;
+            }
+            if (rep == NULL) return 0;
+            if (conn_reader_gave(c) != 0) {
+                freeReplyObject(rep);
+                conn_fail(c, CONN_ENOMEM, "lost", "out of memory");
+                return -1;
+            }
         }
-        if (rep == NULL) return 0;
         r = rep;
         if (c->hs_next >= c->hs_n) {
             if (c->skip > 0) {
@@ -397,6 +469,14 @@ int conn_reply(conn *c, redisReply **out) {
         freeReplyObject(r);
         if (c->hs_next == c->hs_n) conn_note_up(c);   /* counters.h */
     }
+}
+
+int conn_reply_int(conn *c, long long *v) {
+    size_t m;
+    if (c->fast_off >= c->fast_whole || c->hs_next < c->hs_n || c->skip > 0) return 0;
+    m = reply_fast_int(c->fast.p + c->fast_off, c->fast_whole - c->fast_off, v);
+    c->fast_off += m;
+    return m > 0;
 }
 
 int conn_unqueue(conn *c, uint64_t from, uint64_t to) {

@@ -75,7 +75,14 @@ typedef struct conn {
     int connecting;          /* non-blocking connect under way (conn_start) */
     int addr_i;              /* the address being tried */
     pid_t pid;               /* the process that opened fd */
-    redisReader *reader;
+    redisReader *reader;     /* replies that are not simple (reply_fast.h) */
+    int reader_holds;        /* it holds bytes: every byte goes to it until
+                                it has given back a reply with none left */
+    rbuf fast;               /* simple replies received, in order, older
+                                than any byte the reader holds: */
+    size_t fast_off;         /* fast.p[fast_off..fast_whole): whole ones not
+                                read yet; */
+    size_t fast_whole;       /* fast.p[fast_whole..len): the beginning of one */
     rbuf out;                /* queued requests; out.p[out_off..] unsent */
     size_t out_off;
     uint64_t sent_total;     /* bytes handed to the kernel since connect */
@@ -165,6 +172,10 @@ int conn_fill(conn *c);
 /* The next reply to a queued request, handshake replies consumed (and
  * checked) on the way: 1 with *r set, 0 none complete yet, -1 failed. */
 int conn_reply(conn *c, redisReply **r);
+/* conn_reply for a reply that is an integer and was simple: 1 with *v set
+ * (no allocation), 0 when the next reply is something else or not here
+ * yet (then ask conn_reply). Only after the handshake, with nothing to skip. */
+int conn_reply_int(conn *c, long long *v);
 /* Removes the queued bytes [from, to) (stream offsets, see queued_total)
  * if none of them was sent yet: 0 removed, -1 already (partly) sent. */
 int conn_unqueue(conn *c, uint64_t from, uint64_t to);

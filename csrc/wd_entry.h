@@ -18,6 +18,9 @@ typedef struct wd_entry {
     char token[WD_TOKEN_MAX];
     size_t toklen;
     int64_t ttl_ms;         /* the lease each renewal asks for */
+    int64_t ttl_txt_of;     /* the ttl_ms ttl_txt spells (0: none yet) */
+    char ttl_txt[24];       /* ttl_ms in decimal, written once per ttl */
+    size_t ttl_txt_len;
     int64_t next_at;        /* monotonic ms of the next renewal */
     int64_t slack;          /* may be renewed this much early, to share a
                                round trip: half its renewal interval */

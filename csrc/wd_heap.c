@@ -1,39 +1,40 @@
-/* wd_heap.c: a binary min-heap on next_at with positions kept in entries. */
+/* wd_heap.c: a binary min-heap on next_at with positions kept in entries.
+ * Each slot carries its entry's next_at beside the pointer: sifting
+ * compares slots in one array and touches an entry only to note where it
+ * moved, so a pass over 10,000 due renewals does not miss the cache on
+ * every sibling it compares (next_at never changes while an entry is in
+ * the heap: it is removed, changed and pushed again). */
 #include "wd_heap.h"
 
 #include <stdlib.h>
 
-static void wd_heap_swap(wd_heap *h, uint32_t a, uint32_t b) {
-    wd_entry *t = h->a[a];
-    h->a[a] = h->a[b];
-    h->a[b] = t;
-    h->a[a]->heap_pos = (int)a;
-    h->a[b]->heap_pos = (int)b;
+/* Ties (a whole batch renewed in one ms is due again in one ms) go by id,
+ * the order the locks were taken in: renewals then walk the entries, and
+ * Redis its keys, in the order they were allocated, not in a scrambled
+ * one that misses the cache on both sides. */
+static int wd_heap_before(const wd_heap_slot *a, const wd_heap_slot *b) {
+    return a->key < b->key || (a->key == b->key && a->id < b->id);
+}
+
+static void wd_heap_put(wd_heap *h, uint32_t i, wd_heap_slot s) {
+    h->a[i] = s;
+    s.e->heap_pos = (int)i;
 }
 
 static void wd_heap_up(wd_heap *h, uint32_t i) {
+    wd_heap_slot s = h->a[i];
     while (i > 0) {
         uint32_t p = (i - 1) / 2;
-        if (h->a[p]->next_at <= h->a[i]->next_at) break;
-        wd_heap_swap(h, i, p);
+        if (!wd_heap_before(&s, &h->a[p])) break;
+        wd_heap_put(h, i, h->a[p]);
         i = p;
     }
-}
-
-static void wd_heap_down(wd_heap *h, uint32_t i) {
-    for (;;) {
-        uint32_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < h->n && h->a[l]->next_at < h->a[m]->next_at) m = l;
-        if (r < h->n && h->a[r]->next_at < h->a[m]->next_at) m = r;
-        if (m == i) break;
-        wd_heap_swap(h, i, m);
-        i = m;
-    }
+    wd_heap_put(h, i, s);
 }
 
 int wd_heap_reserve(wd_heap *h, uint32_t total) {
     uint32_t cap = h->cap ? h->cap : 64;
-    wd_entry **a;
+    wd_heap_slot *a;
     if (total <= h->cap) return 0;
     while (cap < total) {
         if (cap > UINT32_MAX / 2) return -1;
@@ -48,19 +49,29 @@ int wd_heap_reserve(wd_heap *h, uint32_t total) {
 
 void wd_heap_push(wd_heap *h, wd_entry *e) {
     if (e->heap_pos >= 0) return;
-    e->heap_pos = (int)h->n;
-    h->a[h->n++] = e;
-    wd_heap_up(h, (uint32_t)e->heap_pos);
+    h->a[h->n].key = e->next_at;
+    h->a[h->n].id = e->id;
+    h->a[h->n].e = e;
+    wd_heap_up(h, h->n++);
 }
 
+/* Floyd's way: the hole at i sinks to a leaf along the earlier child (one
+ * comparison a level, not two), the last slot fills it there and rises
+ * to its place, which is near the bottom: the usual case for the thread's
+ * pops of the top, where the last slot is among the latest due. */
 void wd_heap_remove(wd_heap *h, wd_entry *e) {
     uint32_t i = (uint32_t)e->heap_pos;
     if (e->heap_pos < 0) return;
     e->heap_pos = -1;
     if (i == --h->n) return;
-    h->a[i] = h->a[h->n];
-    h->a[i]->heap_pos = (int)i;
-    wd_heap_down(h, i);
+    for (;;) {
+        uint32_t l = 2 * i + 1, m = l;
+        if (l >= h->n) break;
+        if (l + 1 < h->n && wd_heap_before(&h->a[l + 1], &h->a[l])) m = l + 1;
+        wd_heap_put(h, i, h->a[m]);
+        i = m;
+    }
+    h->a[i] = h->a[h->n];   /* the last slot into the hole (i < n) */
     wd_heap_up(h, i);
 }
 

@@ -45,6 +45,11 @@ typedef struct wd_link {
     wd_req *q;              /* ring: oldest at head */
     uint32_t head, n, cap;
     int64_t since;          /* ms: when the current connect began */
+    int64_t end_lb;         /* ms: at most the earliest lease end among its
+                             * held requests (0: unknown). The loop looks
+                             * at them one by one only once it is reached,
+                             * never on every wakeup: 10,000 in flight
+                             * would cost a scan each (see wd_lease_lowered) */
     short revents;          /* what the last poll saw */
 } wd_link;
 
@@ -105,6 +110,9 @@ conn *wd_link_conn(wd *w, const topo_node *n);
 void wd_link_unqueue(wd_link *l, wd_entry *e);
 void wd_link_pump(wd *w, wd_link *l, int64_t now);
 void wd_link_expire(wd *w, wd_link *l, int64_t now);
+/* An entry's lease_end was set lower while it may be in flight: every
+ * link's end_lb comes down to it (under the mutex). */
+void wd_lease_lowered(wd *w, int64_t lease_end);
 void wd_link_drop(wd *w, wd_link *l, int64_t now);
 int64_t wd_link_next_deadline(const wd *w, const wd_link *l);
 short wd_link_events(const wd_link *l);

@@ -54,7 +54,6 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
     static const script_def *extend, *redlock_renew, *redlock_claim;
     const char *argv[6];
     size_t lens[6];
-    char ttl[24];
     uint64_t from;
     wd_req *req;
     const script_def *renew;
@@ -99,8 +98,12 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
     lens[3] = e->klen;
     argv[4] = e->token;
     lens[4] = e->toklen;
-    lens[5] = resp_i64(ttl, (long long)e->ttl_ms);
-    argv[5] = ttl;
+    if (e->ttl_txt_of != e->ttl_ms) {
+        e->ttl_txt_len = resp_i64(e->ttl_txt, (long long)e->ttl_ms);
+        e->ttl_txt_of = e->ttl_ms;
+    }
+    lens[5] = e->ttl_txt_len;
+    argv[5] = e->ttl_txt;
     nc.op = 0;
     if (!(how & (WD_SEND_EVAL | WD_SEND_SCRIPT)))
         native_build(l->c->native, renew, 3, argv + 3, lens + 3, &nc);
@@ -119,6 +122,7 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
     req->asking = asking;
     req->script = renew;
     req->round = e->round;
+    if (e->lease_end < l->end_lb) l->end_lb = e->lease_end;
     e->queued++;
     e->flight_end = sent_at + e->ttl_ms - lease_drift_ms(e->ttl_ms);
     w->stats.renewals++;
@@ -169,6 +173,7 @@ void wd_link_drop(wd *w, wd_link *l, int64_t now) {
         l->n--;
         if (req.e) wd_outcome(w, req.e, -1, req.round, 0, 0, now);
     }
+    l->end_lb = INT64_MAX;
     l->head = 0;
     l->revents = 0;
 }
@@ -194,25 +199,36 @@ void wd_link_pump(wd *w, wd_link *l, int64_t now) {
         }
     }
     for (;;) {
-        redisReply *r = NULL;
+        redisReply *r = NULL, answer;
         wd_req req;
-        int drop, k = conn_reply(c, &r);
+        long long v;
+        int drop, k, fast = conn_reply_int(c, &v);
+        if (fast) {
+            /* the common answer, an integer: read in place, nothing to free */
+            memset(&answer, 0, sizeof answer);
+            answer.type = REDIS_REPLY_INTEGER;
+            answer.integer = v;
+            r = &answer;
+            k = 1;
+        } else {
+            k = conn_reply(c, &r);
+        }
         if (k < 0) {
             wd_link_drop(w, l, now);
             return;
         }
         if (k == 0) break;
         if (l->n == 0) {  /* a reply nobody asked for: the stream is confused */
-            freeReplyObject(r);
+            if (!fast) freeReplyObject(r);
             conn_fail_with(c, CONN_ELOST, "lost");
             wd_link_drop(w, l, now);
             return;
         }
         req = *wd_link_at(l, 0);
         l->head = (l->head + 1) % l->cap;
-        l->n--;
+        if (--l->n == 0) l->end_lb = INT64_MAX;   /* nothing in flight */
         drop = req.e && wd_apply_reply(w, l, &req, r, now);   /* (no e: ASKING's +OK) */
-        freeReplyObject(r);
+        if (!fast) freeReplyObject(r);
         if (drop) {
             wd_link_drop(w, l, now);
             return;
@@ -231,12 +247,21 @@ void wd_link_expire(wd *w, wd_link *l, int64_t now) {
         wd_link_drop(w, l, now);
         return;
     }
-    for (i = 0; i < l->n; i++) {
-        wd_entry *e = wd_link_at(l, i)->e;
-        if (e && !e->orphaned && e->state == WD_HELD && now >= e->lease_end) {
-            wd_mark_lost(w, e, WD_UNREACHABLE);
-            dead = 1;
+    if (now >= l->end_lb) {
+        /* the bound is reached: look at each, and make it exact again */
+        int64_t lb = INT64_MAX;
+        for (i = 0; i < l->n; i++) {
+            wd_entry *e = wd_link_at(l, i)->e;
+            if (e && !e->orphaned && e->state == WD_HELD) {
+                if (now >= e->lease_end) {
+                    wd_mark_lost(w, e, WD_UNREACHABLE);
+                    dead = 1;
+                } else if (e->lease_end < lb) {
+                    lb = e->lease_end;
+                }
+            }
         }
+        l->end_lb = lb;
     }
     if (!dead && l->n > 0 && w->cfg.timeout_ms > 0 &&
         now - wd_link_at(l, 0)->sent_at >= w->cfg.timeout_ms)
@@ -249,14 +274,10 @@ void wd_link_expire(wd *w, wd_link *l, int64_t now) {
 
 int64_t wd_link_next_deadline(const wd *w, const wd_link *l) {
     int64_t t = INT64_MAX;
-    uint32_t i;
     if (l->c->fd < 0) return t;
     if (l->c->connecting && w->cfg.connect_timeout_ms > 0)
         t = l->since + w->cfg.connect_timeout_ms;
-    for (i = 0; i < l->n; i++) {
-        const wd_entry *e = wd_link_at(l, i)->e;
-        if (e && !e->orphaned && e->state == WD_HELD && e->lease_end < t) t = e->lease_end;
-    }
+    if (l->n > 0 && l->end_lb < t) t = l->end_lb;
     if (l->n > 0 && w->cfg.timeout_ms > 0) {
         int64_t d = wd_link_at(l, 0)->sent_at + w->cfg.timeout_ms;
         if (d < t) t = d;
@@ -372,4 +393,10 @@ oom:
     }
     topo_snap_put(w->t, s);
     return -1;
+}
+
+void wd_lease_lowered(wd *w, int64_t lease_end) {
+    int i;
+    for (i = 0; i < w->nlinks; i++)
+        if (lease_end < w->links[i].end_lb) w->links[i].end_lb = lease_end;
 }

@@ -69,6 +69,7 @@ static void wd_renewal_ok(wd *w, wd_entry *e, int64_t sent_at, int64_t ttl_ms, i
         e->next_at = sent_at + e->ttl_ms / 3;
         e->slack = e->ttl_ms / 6;
     }
+    if (e->queued) wd_lease_lowered(w, e->lease_end);   /* (Redlock: still on other links) */
     wd_heap_push(&w->heap, e);
 }
 

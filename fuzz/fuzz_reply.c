@@ -17,6 +17,10 @@
  *   'R' + bytes   server bytes through hiredis' reader (redisReaderFeed, in
  *                 chunks) into redisReply trees, then client_push_reply and
  *                 client_result; the Lua value is checked against the tree.
+ *                 First, the bytes are read by reply_fast.c too, which must
+ *                 agree with hiredis: a reply it calls whole and simple is
+ *                 one hiredis reads from exactly those bytes, built alike;
+ *                 one it waits on is neither a reply nor an error to it.
  *   'T' + bytes   a redisReply tree built directly from the bytes (deeper
  *                 than hiredis' reader allows, unknown reply types), then
  *                 the same conversion and check.
@@ -56,6 +60,8 @@
 
 #include "lualib.h"
 #include <sanitizer/allocator_interface.h>
+
+#include "reply_fast.h"
 
 int luaopen_redislock_core(lua_State *L);
 
@@ -205,11 +211,71 @@ static void fz_result(lua_State *L, redisReply *r) {
     lua_settop(L, top);
 }
 
+static int fz_same_reply(const redisReply *a, const redisReply *b) {
+    size_t i;
+    if (a->type != b->type) return 0;
+    switch (a->type) {
+    case REDIS_REPLY_INTEGER:
+        return a->integer == b->integer;
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_ERROR:
+        return a->len == b->len && (a->len == 0 || memcmp(a->str, b->str, a->len) == 0) && a->str[a->len] == '\0';
+    case REDIS_REPLY_ARRAY:
+        if (a->elements != b->elements) return 0;
+        for (i = 0; i < a->elements; i++)
+            if (!fz_same_reply(a->element[i], b->element[i])) return 0;
+        return 1;
+    default:
+        return 1;
+    }
+}
+
+/* reply_fast.c against hiredis on the same bytes (see 'R' above). */
+static void fz_fast_check(const char *p, size_t n) {
+    long m = reply_fast_scan(p, n);
+    redisReader *rd;
+    void *rep = NULL;
+    int st;
+    if (m < 0) return;   /* left to hiredis */
+    rd = redisReaderCreate();
+    if (rd == NULL) return;
+    if (redisReaderFeed(rd, p, m > 0 ? (size_t)m : n) != REDIS_OK) {
+        redisReaderFree(rd);
+        return;
+    }
+    st = redisReaderGetReply(rd, &rep);
+    if (m == 0) {
+        if (st != REDIS_OK || rep != NULL)
+            fz_fail("fast", "what reply_fast waits on is a reply or an error to hiredis");
+    } else {
+        size_t used = 0, k;
+        long long v = 0;
+        redisReply *ours;
+        if (st != REDIS_OK || rep == NULL || rd->pos != rd->len)
+            fz_fail("fast", "hiredis does not read a simple reply from exactly its bytes");
+        ours = reply_fast_build(p, (size_t)m, &used);
+        if (ours == NULL) abort();
+        if (used != (size_t)m || !fz_same_reply(ours, (redisReply *)rep))
+            fz_fail("fast", "a simple reply is built unlike hiredis'");
+        k = reply_fast_int(p, (size_t)m, &v);
+        if (k != 0 && (k != (size_t)m || ((redisReply *)rep)->type != REDIS_REPLY_INTEGER ||
+                       ((redisReply *)rep)->integer != v))
+            fz_fail("fast", "an integer read in place differs from hiredis'");
+        if (k == 0 && ((redisReply *)rep)->type == REDIS_REPLY_INTEGER)
+            fz_fail("fast", "an integer reply is not read in place");
+        freeReplyObject(ours);
+    }
+    if (rep) freeReplyObject(rep);
+    redisReaderFree(rd);
+}
+
 static void fz_mode_reader(lua_State *L, fz_in *in) {
     redisReader *rd = redisReaderCreate();
     size_t chunk = (fz_u8(in) % 64) + 1;
     int replies = 0;
     if (rd == NULL) return;
+    fz_fast_check((const char *)in->p, in->n);
     while (in->n > 0 && replies < 64) {
         size_t len = chunk;
         const char *p = fz_take(in, &len);
