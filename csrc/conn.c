@@ -494,6 +494,7 @@ void conn_adopt_fd(conn *c, int fd) {
     c->reader = redisReaderCreate();
     c->fd = fd;
     c->pid = proc_id();
+    if (c->reader == NULL) conn_fail(c, CONN_ENOMEM, "failed", "out of memory");
 }
 
 /* ---- blocking use ------------------------------------------------------------ */

@@ -4,6 +4,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What freeReplyObject frees with: free() in hiredis 0.14, its allocator
+ * hooks from 1.0 on (hi_malloc of 0.14 aborts when out of memory). */
+#if defined(HIREDIS_MAJOR) && HIREDIS_MAJOR >= 1
+#define fast_calloc hi_calloc
+#define fast_malloc hi_malloc
+#define fast_free hi_free
+#else
+#define fast_calloc calloc
+#define fast_malloc malloc
+#define fast_free free
+#endif
+
 /* The line at p[0..n) up to CRLF: its length without the CRLF, or -1 when
  * it is not whole or has a CR of its own. */
 static long fast_line(const char *p, size_t n) {
@@ -105,10 +117,10 @@ long reply_fast_scan(const char *p, size_t n) {
 
 /* hiredis' reply objects: calloc'd, strings NUL-terminated copies, an
  * array's elements in a calloc'd array (none when empty), all freed by
- * freeReplyObject with free(). */
+ * freeReplyObject through the same allocator. */
 static redisReply *fast_build_scalar(const char *p, size_t n, size_t *used) {
     long len = fast_line(p + 1, n - 1);   /* (measured already: whole) */
-    redisReply *r = calloc(1, sizeof *r);
+    redisReply *r = fast_calloc(1, sizeof *r);
     const char *str = p + 1;
     size_t slen = (size_t)len;
     if (r == NULL) return NULL;
@@ -135,9 +147,9 @@ static redisReply *fast_build_scalar(const char *p, size_t n, size_t *used) {
         *used += slen + 2;
         break;
     }
-    r->str = malloc(slen + 1);
+    r->str = fast_malloc(slen + 1);
     if (r->str == NULL) {
-        free(r);
+        fast_free(r);
         return NULL;
     }
     memcpy(r->str, str, slen);
@@ -153,7 +165,7 @@ redisReply *reply_fast_build(const char *p, size_t n, size_t *used) {
     redisReply *r;
     if (p[0] != '*') return fast_build_scalar(p, n, used);
     len = fast_line(p + 1, n - 1);
-    r = calloc(1, sizeof *r);
+    r = fast_calloc(1, sizeof *r);
     if (r == NULL) return NULL;
     at = (size_t)len + 3;
     if (p[1] == '-') {
@@ -164,9 +176,9 @@ redisReply *reply_fast_build(const char *p, size_t n, size_t *used) {
     count = fast_value(p + 1);
     r->type = REDIS_REPLY_ARRAY;
     if (count > 0) {
-        r->element = calloc((size_t)count, sizeof *r->element);
+        r->element = fast_calloc((size_t)count, sizeof *r->element);
         if (r->element == NULL) {
-            free(r);
+            fast_free(r);
             return NULL;
         }
     }

@@ -339,9 +339,12 @@ void wd_renewed(wd *w, uint64_t id, int64_t ttl_ms, int64_t lease_end_ms, int64_
         }
         e->ttl_ms = ttl_ms;
         e->lease_end = lease_end_ms;
-        wd_lease_lowered(w, lease_end_ms);   /* it may be in flight */
         e->failing = 0;
         if (e->queued) {
+            /* in flight: the links' bounds come down to it, and the thread
+             * wakes for it if it sleeps past it (its loss is due then) */
+            wd_lease_lowered(w, lease_end_ms);
+            if (lease_end_ms < w->wake_at) wd_wake(w);
             e->raced = 1;   /* wd_apply_reply renews at once */
         } else {
             int64_t now = monotime_ms();

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "lease.h"
+#include "monotime.h"
 #include "native_cmd.h"
 #include "native_detect.h"
 #include "script.h"
@@ -43,6 +44,15 @@ int wd_link_reserve(wd_link *l, uint32_t total) {
     l->head = 0;
     l->cap = cap;
     return 0;
+}
+
+/* A request could not be appended (out of memory): conn_append closed the
+ * connection, so the requests still queued on the link will never be
+ * answered; they fail now, as on any lost connection, so that the next
+ * connection's answers are not matched to them. */
+static int wd_link_queue_failed(wd *w, wd_link *l) {
+    wd_link_drop(w, l, monotime_ms());
+    return -1;
 }
 
 /* EVALSHA (or EVAL) extend 1 key token ttl, queued on the link's conn,
@@ -80,7 +90,7 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
         static const char *ask[1] = {"ASKING"};
         static const size_t ask_len[1] = {6};
         from = l->c->queued_total;
-        if (conn_append(l->c, 1, ask, ask_len) != 0) return -1;
+        if (conn_append(l->c, 1, ask, ask_len) != 0) return wd_link_queue_failed(w, l);
         req = wd_link_at(l, l->n++);
         memset(req, 0, sizeof *req);
         req->sent_at = sent_at;   /* the reply timeout counts from here too */
@@ -110,7 +120,7 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
     if (nc.op ? conn_append(l->c, nc.argc, nc.argv, nc.lens)
               : eval ? conn_append(l->c, 6, argv, lens)
                      : conn_append_pre(l->c, 6, renew->evalsha, renew->evalsha_len, 3, argv + 3, lens + 3))
-        return -1;
+        return wd_link_queue_failed(w, l);
     req = wd_link_at(l, l->n++);
     req->e = e;
     req->ttl_ms = e->ttl_ms;

@@ -270,6 +270,39 @@ s:stop()
     proxy:stop()
   end)
 
+  it("an extend shortening the ttl while a renewal's answer is stalled: the loss comes at the new end", function()
+    -- The watchdog thread sleeps until the earliest lease end it waits an
+    -- answer for. An extend that brings a lease in flight closer must wake
+    -- it: otherwise the loss is reported at the old end (or the reply
+    -- timeout), seconds after the lease ran out.
+    local proxy = helpers.start_proxy(srv.port)
+    local c = assert(redislock.connect { host = "127.0.0.1", port = proxy.port, timeout = 5 })
+    local name = fresh()
+    local lost
+    local l = assert(c:acquire(name, { ttl = 3, on_lost = function(_, why) lost = why end }))
+    assert(helpers.wait_until(function() return proxy:control("count") == "ok 2" end, 3, 0.005))
+    proxy:control("hold 2 down")   -- the watchdog's renewals reach Redis; no answer comes back
+    assert(helpers.wait_until(function() return proxy:control("buffered 2 down") ~= "ok 0" end, 3, 0.005))
+    local fd = assert(c:fd())
+    local t0 = helpers.monotime()
+    assert.is_true(l:extend(0.3))   -- on the main connection, answered
+    local reported
+    while not reported and helpers.monotime() - t0 < 4 do
+      if core.readable(fd, 0) then reported = helpers.monotime() - t0 end
+      helpers.sleep(0.002)
+    end
+    print(string.format("\n# extend to 0.3 s with a renewal's answer stalled: loss reported at +%.3f s",
+      reported or -1))
+    assert(reported, "no loss report within 4 s")
+    local slack = os.getenv("REDISLOCK_VALGRIND") and 0.5 or 0
+    assert.is_true(reported < 0.6 + slack, string.format("reported %.3f s after the extend to 0.3 s", reported))
+    c:poll()
+    assert.equal("unreachable", lost)
+    assert.is_false(l:held())
+    c:close()
+    proxy:stop()
+  end)
+
   -- Ids were slot | generation << 32, pushed as a double: after 2^21
   -- reuses of a slot two live locks shared an id on Lua 5.1 and LuaJIT, and
   -- a loss reached the wrong lock. Ids now come from one counter below
