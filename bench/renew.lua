@@ -11,7 +11,9 @@ EVALSHA, 1 key, token and ttl in ms. Variants, each its own process, one
 after the other against one throwaway redis-server (FLUSHALL between them):
 
   raw-unpipelined  bench/renew_raw.c: one EVALSHA, then its reply, for every
-                   key; 5 rounds of all N
+                   key; 5 rounds of all N, run before the watchdog and again
+                   after it (figures: the median of both runs' 10 rounds, so
+                   that the machine's speed changing meanwhile moves both)
   raw-pipelined    the same in batches of 1,000: append 1,000, read their
                    1,000 replies, next batch; 5 rounds of all N
   watchdog         bench/hold_worker.lua "passes": one client holds N locks
@@ -72,7 +74,8 @@ local function fields(line)
   return t
 end
 
-local function run_raw(srv, cpu)
+-- One run of the raw program: its rounds by kind, or nil and an error.
+local function raw_rounds(srv, cpu)
   local cmd = table.concat({ "taskset -c " .. cpu, quote(RAW_BIN), srv.host, srv.port, quote(SCRIPT), N,
     TTL * 1000, ROUNDS, BATCH, srv.pid }, " ")
   local p = helpers.spawn(cmd)
@@ -82,12 +85,20 @@ local function run_raw(srv, cpu)
   local by = { unpipelined = {}, pipelined = {} }
   for kind, rest in out:gmatch("round (%a+) ([^\n]+)") do table.insert(by[kind], fields(rest)) end
   if code ~= 0 or #by.pipelined ~= ROUNDS then
-    failed = true
-    return { { name = "raw", error = ("exited %s: %s"):format(tostring(code), err:sub(1, 300)) } }
+    return nil, ("exited %s: %s"):format(tostring(code), err:sub(1, 300))
   end
+  return by
+end
+
+-- The raw variants over the rounds of every run given (before and after
+-- the watchdog's): the median round of each kind.
+local function summarize_raw(runs)
   local results = {}
   for _, kind in ipairs({ "unpipelined", "pipelined" }) do
-    local rounds = by[kind]
+    local rounds = {}
+    for _, by in ipairs(runs) do
+      for _, r in ipairs(by[kind]) do rounds[#rounds + 1] = r end
+    end
     table.sort(rounds, function(a, b) return a.wall_ns < b.wall_ns end)
     local mid = rounds[math.ceil(#rounds / 2)]
     results[#results + 1] = {
@@ -156,10 +167,21 @@ local function main()
     placements[2] = { label = "split cores (redis-server on CPU 0, client on CPU 1)", cpu = 1 }
   end
   for _, place in ipairs(placements) do
-    place.results = run_raw(srv, place.cpu)
+    -- raw before and after the watchdog, its figures over both runs: a
+    -- machine that speeds up or slows down meanwhile moves both sides
+    local before, berr = raw_rounds(srv, place.cpu)
     assert(raw:command("FLUSHALL"))
-    place.results[#place.results + 1] = run_watchdog(srv, place.cpu)
+    local wd = run_watchdog(srv, place.cpu)
     assert(raw:command("FLUSHALL"))
+    local after, aerr = raw_rounds(srv, place.cpu)
+    assert(raw:command("FLUSHALL"))
+    if before and after then
+      place.results = summarize_raw({ before, after })
+    else
+      failed = true
+      place.results = { { name = "raw", error = berr or aerr } }
+    end
+    place.results[#place.results + 1] = wd
   end
   raw:close()
   srv:stop()

@@ -340,6 +340,8 @@ int conn_flush_some(conn *c) {
     return 1;
 }
 
+#define CONN_FAST_KEEP 65536   /* the simple replies' buffer kept between reads */
+
 /* Appends bytes to the simple replies' buffer and measures what came:
  * whole simple replies become readable; from the first one that is not
  * simple, hiredis' reader takes the rest. 0, or -1 (out of memory). */
@@ -350,6 +352,7 @@ static int conn_take(conn *c, const char *p, size_t n) {
         memmove(c->fast.p, c->fast.p + c->fast_off, c->fast.len);
         c->fast_off = c->fast_whole = 0;
     }
+    if (c->fast.len == 0 && c->fast.cap > CONN_FAST_KEEP) rbuf_free(&c->fast);   /* after a big reply */
     if (rbuf_reserve(&c->fast, n) != 0) return -1;
     memcpy(c->fast.p + c->fast.len, p, n);
     c->fast.len += n;
