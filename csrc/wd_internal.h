@@ -101,8 +101,11 @@ int wd_link_reserve(wd_link *l, uint32_t total);
 /* how: 0, or WD_SEND_* bits */
 #define WD_SEND_EVAL   1    /* EVAL with the source (after a NOSCRIPT) */
 #define WD_SEND_SCRIPT 2    /* the script even where a native command would do */
+/* round: the entry's round the request belongs to (e->round for a new
+ * renewal; the original request's for one sent again after NOSCRIPT, ASK
+ * or a refused native command: its answer counts in that round only) */
 int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t sent_at,
-                  const struct script_def *script);
+                  const struct script_def *script, uint32_t round);
 int wd_links_sync(wd *w, int64_t now);
 int wd_link_open(wd_link *l, int64_t now);
 wd_link *wd_link_find(wd *w, const topo_node *n);

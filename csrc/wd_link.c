@@ -60,7 +60,7 @@ static int wd_link_queue_failed(wd *w, wd_link *l) {
  * native command that does what the script does, where the node has one
  * (native_cmd.h; known once the link's handshake was read). */
 int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t sent_at,
-                  const struct script_def *script) {
+                  const struct script_def *script, uint32_t round) {
     static const script_def *extend, *redlock_renew, *redlock_claim;
     const char *argv[6];
     size_t lens[6];
@@ -131,7 +131,7 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
     req->native = nc.op;
     req->asking = asking;
     req->script = renew;
-    req->round = e->round;
+    req->round = round;
     if (e->lease_end < l->end_lb) l->end_lb = e->lease_end;
     e->queued++;
     e->flight_end = sent_at + e->ttl_ms - lease_drift_ms(e->ttl_ms);

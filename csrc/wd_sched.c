@@ -53,6 +53,7 @@ static int wd_voters(const wd *w) {
 /* A renewal that succeeded (a majority of masters, for Redlock), sent at
  * sent_at asking for ttl_ms. */
 static void wd_renewal_ok(wd *w, wd_entry *e, int64_t sent_at, int64_t ttl_ms, int64_t now) {
+    wd_heap_remove(&w->heap, e);   /* (next_at changes only out of the heap) */
     e->failing = 0;
     if (e->raced) {
         /* lock:extend ran while this renewal was on the wire: Redis may have
@@ -83,6 +84,7 @@ static void wd_renewal_failed(wd *w, wd_entry *e, int64_t now) {
         wd_mark_lost(w, e, WD_UNREACHABLE);
         return;
     }
+    wd_heap_remove(&w->heap, e);   /* (next_at changes only out of the heap) */
     e->next_at = wd_retry_at(e, now);
     e->slack = 0;
     wd_heap_push(&w->heap, e);
@@ -170,9 +172,10 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
             if (verdict == NATIVE_UNSUPPORTED) l->c->native &= ~req->native;
             if (!e->orphaned && e->state == WD_HELD) {
                 e->queued--;
-                if (wd_link_queue(w, l, e, WD_SEND_SCRIPT, req->asking, req->sent_at, req->script) != 0) {
+                if (wd_link_queue(w, l, e, WD_SEND_SCRIPT, req->asking, req->sent_at, req->script,
+                                  req->round) != 0) {
                     e->queued++;
-                    wd_apply_failure(w, e, now);
+                    wd_outcome(w, e, -1, req->round, 0, 0, now);
                 }
                 return 0;
             }
@@ -184,9 +187,9 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
          * exactly once, here. The lease still counts from the first send. */
         e->queued--;
         conn_note_noscript(l->c);
-        if (wd_link_queue(w, l, e, 1, req->asking, req->sent_at, req->script) != 0) {
+        if (wd_link_queue(w, l, e, 1, req->asking, req->sent_at, req->script, req->round) != 0) {
             e->queued++;
-            wd_apply_failure(w, e, now);
+            wd_outcome(w, e, -1, req->round, 0, 0, now);
         }
         return 0;
     }
@@ -200,11 +203,12 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
             wd_link *to = wd_link_find(w, &target);
             topo_node_clear(&target);
             e->queued--;
-            if (to && wd_link_open(to, now) == 0 && wd_link_queue(w, to, e, 0, 1, req->sent_at, NULL) == 0)
+            if (to && wd_link_open(to, now) == 0 &&
+                wd_link_queue(w, to, e, 0, 1, req->sent_at, NULL, req->round) == 0)
                 return 0;
             e->queued++;
             w->want_refresh = 1;
-            wd_apply_failure(w, e, now);
+            wd_outcome(w, e, -1, req->round, 0, 0, now);
             return 0;
         }
         topo_node_clear(&target);
@@ -221,6 +225,8 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
         outcome = -1;
     } else if (r->integer == 2 && w->t->mode == TOPO_REDLOCK) {
         outcome = 0;
+        /* (a straggler too: with a quorum deciding at once, the last
+         * master's answer often comes after its round ended) */
         e->missing |= (uint64_t)1 << ((l - w->links) & 63);
     } else {
         outcome = r->integer >= 1 ? 1 : 0;
@@ -255,7 +261,8 @@ void wd_collect(wd *w, int64_t now) {
             e->r_ok = e->r_no = e->r_fail = 0;
             for (i = 0; i < w->nlinks; i++) {
                 l = &w->links[i];
-                if (wd_link_open(l, now) != 0 || wd_link_queue(w, l, e, 0, 0, now, NULL) != 0) failed++;
+                if (wd_link_open(l, now) != 0 || wd_link_queue(w, l, e, 0, 0, now, NULL, e->round) != 0)
+                    failed++;
             }
             e->queued += failed;   /* so the round ends with their answers */
             while (failed-- > 0) wd_apply_failure(w, e, now);
@@ -275,7 +282,7 @@ void wd_collect(wd *w, int64_t now) {
             wd_apply_failure(w, e, now);
             continue;
         }
-        if (wd_link_queue(w, l, e, 0, 0, now, NULL) != 0) {
+        if (wd_link_queue(w, l, e, 0, 0, now, NULL, e->round) != 0) {
             e->queued++;
             wd_apply_failure(w, e, now);
             continue;
