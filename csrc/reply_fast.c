@@ -83,6 +83,7 @@ static long fast_scalar(const char *p, size_t n) {
         cr = memchr(p + 1, '\r', n - 1);
         if (memchr(p + 1, '\n', cr ? (size_t)(cr - p) - 1 : n - 1) != NULL) return FAST_NOT;
         if (cr == NULL) return n > REPLY_FAST_MAX_LINE ? FAST_NOT : FAST_MORE;
+        if ((size_t)(cr - p) > REPLY_FAST_MAX_LINE) return FAST_NOT;
         if ((size_t)(cr - p) + 1 == n) return FAST_MORE;
         return cr[1] == '\n' ? (long)(cr - p) + 2 : FAST_NOT;
     case '$':
