@@ -79,7 +79,8 @@ static long fast_scalar(const char *p, size_t n) {
         return fast_digits(p, 1, n, 1, 18);
     case '+':
     case '-':
-        /* (no CR or LF inside: hiredis 1.1 refuses them there) */
+        /* (no CR or LF inside: Redis never sends one there, and a reader
+         * may refuse it: such a line is hiredis' to judge) */
         cr = memchr(p + 1, '\r', n - 1);
         if (memchr(p + 1, '\n', cr ? (size_t)(cr - p) - 1 : n - 1) != NULL) return FAST_NOT;
         if (cr == NULL) return n > REPLY_FAST_MAX_LINE ? FAST_NOT : FAST_MORE;

@@ -107,7 +107,7 @@ static const struct sample samples[] = {
     {"-NOSCRIPT No matching script. Please use EVAL.\r\n", 1},
     {"-MOVED 3999 127.0.0.1:6381\r\n", 1},
     {"+a\rb\r\n", 0},                  /* a CR alone */
-    {"+a\nb\r\n", 0},                  /* an LF alone (hiredis 1.1 refuses it) */
+    {"+a\nb\r\n", 0},                  /* an LF alone: hiredis judges it */
     {"$-1\r\n", 1},
     {"$0\r\n\r\n", 1},
     {"$5\r\nhello\r\n", 1},
