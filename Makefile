@@ -98,41 +98,29 @@ CTEST_SRCS   = csrc/native_cmd.c csrc/native_detect.c csrc/slot.c csrc/script.c
 CTEST_CFLAGS = -std=c99 -D_POSIX_C_SOURCE=200809L $(WARN) $(HIREDIS_CFLAGS) -Icsrc -Ibuild
 CTEST_LIBS   = $(HIREDIS_LIBS) -lpthread
 
-build/test/native_cmd_test: test/c/native_cmd_test.c $(CTEST_SRCS) $(HDRS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CTEST_CFLAGS) $(CFLAGS) -o $@ $< $(CTEST_SRCS) $(CTEST_LIBS)
-
-build/asan/native_cmd_test: test/c/native_cmd_test.c $(CTEST_SRCS) $(HDRS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CTEST_CFLAGS) -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
-	    -fno-sanitize-recover=undefined -o $@ $< $(CTEST_SRCS) $(CTEST_LIBS)
-
-build/test/wd_heap_test: test/c/wd_heap_test.c csrc/wd_heap.c $(HDRS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CTEST_CFLAGS) $(CFLAGS) -o $@ $< csrc/wd_heap.c
-
-build/asan/wd_heap_test: test/c/wd_heap_test.c csrc/wd_heap.c $(HDRS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CTEST_CFLAGS) -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
-	    -fno-sanitize-recover=undefined -o $@ $< csrc/wd_heap.c
-
 CONN_SRCS = csrc/conn.c csrc/reply_fast.c csrc/resp.c csrc/sock.c csrc/resolve.c csrc/proc_id.c \
             csrc/counters.c $(CTEST_SRCS)
 
-build/test/reply_fast_test: test/c/reply_fast_test.c $(CONN_SRCS) $(HDRS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CTEST_CFLAGS) $(CFLAGS) -o $@ $< $(CONN_SRCS) $(CTEST_LIBS)
+# Each test and the core sources it links (plain, and with ASan + UBSan
+# for make sanitize).
+CTESTS                = native_cmd_test wd_heap_test reply_fast_test
+native_cmd_test_SRCS  = $(CTEST_SRCS)
+wd_heap_test_SRCS     = csrc/wd_heap.c
+reply_fast_test_SRCS  = $(CONN_SRCS)
+CTEST_DEPS            = $(CONN_SRCS) csrc/wd_heap.c $(HDRS) $(wildcard test/c/*.h)
 
-build/asan/reply_fast_test: test/c/reply_fast_test.c $(CONN_SRCS) $(HDRS)
+$(CTESTS:%=build/test/%): build/test/%: test/c/%.c $(CTEST_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CTEST_CFLAGS) $(CFLAGS) -o $@ $< $($*_SRCS) $(CTEST_LIBS)
+
+$(CTESTS:%=build/asan/%): build/asan/%: test/c/%.c $(CTEST_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CTEST_CFLAGS) -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
-	    -fno-sanitize-recover=undefined -o $@ $< $(CONN_SRCS) $(CTEST_LIBS)
+	    -fno-sanitize-recover=undefined -o $@ $< $($*_SRCS) $(CTEST_LIBS)
 
 ctest: deps
-	@$(MAKE) --no-print-directory build/test/native_cmd_test build/test/wd_heap_test build/test/reply_fast_test
-	@build/test/wd_heap_test
-	@build/test/reply_fast_test
-	@build/test/native_cmd_test
+	@$(MAKE) --no-print-directory $(CTESTS:%=build/test/%)
+	@for t in $(CTESTS); do build/test/$$t || exit 1; done
 
 # The test command (README, .ci/run): ends with "N passed, N failed".
 test: test-deps
@@ -156,11 +144,8 @@ build/asan/$(TARGET): $(SRCS) $(HDRS)
 # (Targets that build run a sub-make after test-deps: on a fresh machine the
 # pkg-config flags above were read before the packages were installed.)
 sanitize: test-deps
-	@$(MAKE) --no-print-directory build/asan/$(TARGET) build/asan/native_cmd_test build/asan/wd_heap_test \
-	    build/asan/reply_fast_test
-	@build/asan/native_cmd_test
-	@build/asan/wd_heap_test
-	@build/asan/reply_fast_test
+	@$(MAKE) --no-print-directory build/asan/$(TARGET) $(CTESTS:%=build/asan/%)
+	@for t in $(CTESTS); do build/asan/$$t || exit 1; done
 	@LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	 REDISLOCK_CPATH="./build/asan/?.so" LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(SPECS)

@@ -62,6 +62,7 @@
 #include <sanitizer/allocator_interface.h>
 
 #include "reply_fast.h"
+#include "../test/c/reply_same.h"
 
 int luaopen_redislock_core(lua_State *L);
 
@@ -211,26 +212,6 @@ static void fz_result(lua_State *L, redisReply *r) {
     lua_settop(L, top);
 }
 
-static int fz_same_reply(const redisReply *a, const redisReply *b) {
-    size_t i;
-    if (a->type != b->type) return 0;
-    switch (a->type) {
-    case REDIS_REPLY_INTEGER:
-        return a->integer == b->integer;
-    case REDIS_REPLY_STRING:
-    case REDIS_REPLY_STATUS:
-    case REDIS_REPLY_ERROR:
-        return a->len == b->len && (a->len == 0 || memcmp(a->str, b->str, a->len) == 0) && a->str[a->len] == '\0';
-    case REDIS_REPLY_ARRAY:
-        if (a->elements != b->elements) return 0;
-        for (i = 0; i < a->elements; i++)
-            if (!fz_same_reply(a->element[i], b->element[i])) return 0;
-        return 1;
-    default:
-        return 1;
-    }
-}
-
 /* reply_fast.c against hiredis on the same bytes (see 'R' above). */
 static void fz_fast_check(const char *p, size_t n) {
     long m = reply_fast_scan(p, n);
@@ -256,7 +237,7 @@ static void fz_fast_check(const char *p, size_t n) {
             fz_fail("fast", "hiredis does not read a simple reply from exactly its bytes");
         ours = reply_fast_build(p, (size_t)m, &used);
         if (ours == NULL) abort();
-        if (used != (size_t)m || !fz_same_reply(ours, (redisReply *)rep))
+        if (used != (size_t)m || !reply_same(ours, (redisReply *)rep))
             fz_fail("fast", "a simple reply is built unlike hiredis'");
         k = reply_fast_int(p, (size_t)m, &v);
         if (k != 0 && (k != (size_t)m || ((redisReply *)rep)->type != REDIS_REPLY_INTEGER ||

@@ -18,23 +18,12 @@
 
 #include <hiredis.h>
 
+#include "check.h"
 #include "conn.h"
 #include "native_cmd.h"
 #include "native_detect.h"
 #include "script.h"
 #include "slot.h"
-
-static int checks, failures;
-
-#define CHECK(cond, ...) do {                                             \
-        checks++;                                                         \
-        if (!(cond)) {                                                    \
-            failures++;                                                   \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                 \
-            fputc('\n', stderr);                                          \
-        }                                                                 \
-    } while (0)
 
 /* One reply parsed from RESP bytes by hiredis' reader (the caller frees). */
 static redisReply *parse(const char *bytes, size_t len) {
@@ -387,6 +376,5 @@ int main(void) {
     test_detect_probe();
     test_detect_requests();
     test_probe_key();
-    printf("native_cmd_test: %d checks, %d failed\n", checks, failures);
-    return failures == 0 ? 0 : 1;
+    return check_report("native_cmd_test");
 }

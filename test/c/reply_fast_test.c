@@ -28,28 +28,10 @@
 
 #include <hiredis.h>
 
+#include "check.h"
 #include "conn.h"
 #include "reply_fast.h"
-
-static int checks, failures;
-
-#define CHECK(cond, ...) do {                                             \
-        checks++;                                                         \
-        if (!(cond)) {                                                    \
-            failures++;                                                   \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                 \
-            fputc('\n', stderr);                                          \
-        }                                                                 \
-    } while (0)
-
-static uint64_t rng = 0x9E3779B97F4A7C15ULL;
-static uint64_t next_rand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+#include "reply_same.h"
 
 /* hiredis' parse of one reply (NULL when it finds none or an error). */
 static redisReply *hiredis_parse(const char *bytes, size_t len, int *error) {
@@ -59,26 +41,6 @@ static redisReply *hiredis_parse(const char *bytes, size_t len, int *error) {
     if (redisReaderFeed(rd, bytes, len) != REDIS_OK || redisReaderGetReply(rd, &rep) != REDIS_OK) *error = 1;
     redisReaderFree(rd);
     return rep;
-}
-
-static int same_reply(const redisReply *a, const redisReply *b) {
-    size_t i;
-    if (a->type != b->type) return 0;
-    switch (a->type) {
-    case REDIS_REPLY_INTEGER:
-        return a->integer == b->integer;
-    case REDIS_REPLY_STRING:
-    case REDIS_REPLY_STATUS:
-    case REDIS_REPLY_ERROR:
-        return a->len == b->len && memcmp(a->str, b->str, a->len) == 0 && a->str[a->len] == '\0';
-    case REDIS_REPLY_ARRAY:
-        if (a->elements != b->elements) return 0;
-        for (i = 0; i < a->elements; i++)
-            if (!same_reply(a->element[i], b->element[i])) return 0;
-        return 1;
-    default:
-        return 1;
-    }
 }
 
 struct sample {
@@ -161,7 +123,7 @@ static void test_samples(void) {
         if (m == (long)len && len > 0) {
             int error;
             redisReply *ours = reply_fast_build(b, len, &used), *theirs = hiredis_parse(b, len, &error);
-            CHECK(ours && theirs && used == len && same_reply(ours, theirs), "sample %zu built unlike hiredis", i);
+            CHECK(ours && theirs && used == len && reply_same(ours, theirs), "sample %zu built unlike hiredis", i);
             if (b[0] == ':') {
                 long long v = 0;
                 CHECK(reply_fast_int(b, len, &v) == len && v == theirs->integer, "sample %zu: int", i);
@@ -179,11 +141,11 @@ static void test_samples(void) {
 
 /* Appends one random reply (simple or not) to buf. */
 static size_t random_reply(char *buf, int depth) {
-    uint64_t r = next_rand();
+    uint64_t r = check_rand();
     size_t n = 0, i, k;
     switch (r % 9) {
     case 0: case 1: case 2:
-        return (size_t)sprintf(buf, ":%lld\r\n", (long long)(next_rand() % 2000000000000000ULL) - 1000);
+        return (size_t)sprintf(buf, ":%lld\r\n", (long long)(check_rand() % 2000000000000000ULL) - 1000);
     case 3:
         return (size_t)sprintf(buf, "+%s\r\n", (r >> 8) % 2 ? "OK" : "QUEUED");
     case 4:
@@ -192,7 +154,7 @@ static size_t random_reply(char *buf, int depth) {
         if ((r >> 8) % 5 == 0) return (size_t)sprintf(buf, "$-1\r\n");
         k = (size_t)((r >> 12) % 300);
         n = (size_t)sprintf(buf, "$%zu\r\n", k);
-        for (i = 0; i < k; i++) buf[n++] = (char)(next_rand() & 0xff);   /* CR and LF too */
+        for (i = 0; i < k; i++) buf[n++] = (char)(check_rand() & 0xff);   /* CR and LF too */
         buf[n++] = '\r';
         buf[n++] = '\n';
         return n;
@@ -204,8 +166,8 @@ static size_t random_reply(char *buf, int depth) {
         if ((r >> 16) % 13 == 0) return (size_t)sprintf(buf, "*-1\r\n");
         n = (size_t)sprintf(buf, "*%zu\r\n", k);
         for (i = 0; i < k; i++) {
-            if (depth < 2 && (next_rand() % 6) == 0) n += random_reply(buf + n, depth + 1);
-            else n += (size_t)sprintf(buf + n, ":%u\r\n", (unsigned)(next_rand() % 100000));
+            if (depth < 2 && (check_rand() % 6) == 0) n += random_reply(buf + n, depth + 1);
+            else n += (size_t)sprintf(buf + n, ":%u\r\n", (unsigned)(check_rand() % 100000));
         }
         return n;
     }
@@ -246,7 +208,7 @@ static void test_stream(int round) {
 
     while (got < REPLIES) {
         /* a chunk of 1 byte to 20 KB (the conn reads 16 KB at a time) */
-        size_t chunk = off < len ? 1 + (size_t)(next_rand() % (next_rand() % 4 == 0 ? 20000 : 64)) : 0;
+        size_t chunk = off < len ? 1 + (size_t)(check_rand() % (check_rand() % 4 == 0 ? 20000 : 64)) : 0;
         if (chunk > len - off) chunk = len - off;
         if (chunk > 0) {
             ssize_t w = write(sv[1], stream + off, chunk);
@@ -259,7 +221,7 @@ static void test_stream(int round) {
             long long v;
             int k;
             if (got >= REPLIES) break;
-            if (next_rand() % 2 && conn_reply_int(c, &v)) {
+            if (check_rand() % 2 && conn_reply_int(c, &v)) {
                 fast_ints++;
                 CHECK(want[got]->type == REDIS_REPLY_INTEGER && want[got]->integer == v,
                       "round %d: reply %d read as the integer %lld", round, got, v);
@@ -269,7 +231,7 @@ static void test_stream(int round) {
             k = conn_reply(c, &r);
             CHECK(k >= 0, "round %d: conn_reply failed: %s", round, c->errstr);
             if (k <= 0) break;
-            CHECK(same_reply(r, want[got]), "round %d: reply %d differs from hiredis'", round, got);
+            CHECK(reply_same(r, want[got]), "round %d: reply %d differs from hiredis'", round, got);
             freeReplyObject(r);
             got++;
         }
@@ -289,9 +251,9 @@ static void test_stream(int round) {
 
 int main(void) {
     int round;
+    check_rng = 0x9E3779B97F4A7C15ULL;   /* (this test's own sequence) */
     test_samples();
     test_long_line();
     for (round = 0; round < 12; round++) test_stream(round);
-    printf("reply_fast_test: %d checks, %d failed\n", checks, failures);
-    return failures == 0 ? 0 : 1;
+    return check_report("reply_fast_test");
 }

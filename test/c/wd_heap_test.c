@@ -13,32 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "wd_heap.h"
 
 #define N 600
 
-static int checks, failures;
-
-#define CHECK(cond, ...) do {                                             \
-        checks++;                                                         \
-        if (!(cond)) {                                                    \
-            failures++;                                                   \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                 \
-            fputc('\n', stderr);                                          \
-        }                                                                 \
-    } while (0)
-
 static wd_entry entries[N];
-
-/* xorshift: the same sequence on every run, so a failure repeats */
-static uint64_t rng = 88172645463325252ULL;
-static uint64_t next_rand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
 
 static void check_heap(const wd_heap *h, const char *when) {
     uint32_t i, in = 0;
@@ -70,12 +50,12 @@ int main(void) {
     CHECK(wd_heap_reserve(&h, N) == 0, "reserve");
     for (i = 0; i < N; i++) {
         entries[i].heap_pos = -1;
-        entries[i].id = next_rand() | 1;   /* unique with overwhelming odds */
+        entries[i].id = check_rand() | 1;   /* unique with overwhelming odds */
     }
     check_heap(&h, "empty");
 
     for (step = 0; step < 20000; step++) {
-        uint64_t r = next_rand();
+        uint64_t r = check_rand();
         wd_entry *e = &entries[r % N];
         int op = (int)((r >> 20) % 4);
         if (op <= 1) {
@@ -110,6 +90,5 @@ int main(void) {
         check_heap(&h, "drained");
     }
     wd_heap_free(&h);
-    printf("wd_heap_test: %d checks, %d failed\n", checks, failures);
-    return failures == 0 ? 0 : 1;
+    return check_report("wd_heap_test");
 }
