@@ -13,6 +13,7 @@
 
 #include "lauxlib.h"
 #include "compat.h"
+#include "reply_obj.h"
 #include "resp.h"
 
 /* Writes the number at stack index i as Redis wants it, replacing it with
@@ -99,40 +100,32 @@ void luaval_push_reply(lua_State *L, const redisReply *r, int depth) {
  * false/ngx.null for nil) turned into a redisReply tree for the C
  * parsers. NULL when out of memory or too deep. */
 redisReply *luaval_reply_of(lua_State *L, int idx, int depth) {
-    redisReply *r = calloc(1, sizeof *r);
-    if (r == NULL) return NULL;
+    redisReply *r;
     switch (lua_type(L, idx)) {
     case LUA_TNUMBER:
-        r->type = REDIS_REPLY_INTEGER;
-        r->integer = (long long)lua_tonumber(L, idx);
-        break;
+        r = reply_obj_new(REDIS_REPLY_INTEGER);
+        if (r != NULL) r->integer = (long long)lua_tonumber(L, idx);
+        return r;
     case LUA_TSTRING: {
         size_t len;
         const char *str = lua_tolstring(L, idx, &len);
-        r->type = REDIS_REPLY_STRING;
-        r->str = malloc(len + 1);
-        if (r->str == NULL) {
-            free(r);
+        r = reply_obj_new(REDIS_REPLY_STRING);
+        if (r != NULL && reply_obj_set_str(r, str, len) != 0) {
+            reply_obj_free_bare(r);
             return NULL;
         }
-        memcpy(r->str, str, len);
-        r->str[len] = '\0';
-        r->len = len;
-        break;
+        return r;
     }
     case LUA_TTABLE: {
         size_t n = (size_t)lua_rawlen(L, idx), i;
-        r->type = REDIS_REPLY_ARRAY;
-        if (depth >= LUAVAL_MAX_DEPTH || n > 100000) {
-            free(r);
+        if (depth >= LUAVAL_MAX_DEPTH || n > 100000) return NULL;
+        r = reply_obj_new(REDIS_REPLY_ARRAY);
+        if (r == NULL) return NULL;
+        if (reply_obj_set_elements(r, n) != 0) {
+            reply_obj_free_bare(r);
             return NULL;
         }
-        r->element = calloc(n ? n : 1, sizeof *r->element);
-        if (r->element == NULL) {
-            free(r);
-            return NULL;
-        }
-        r->elements = n;
+        r->elements = n;   /* (freeReplyObject skips the NULL ones) */
         luaL_checkstack(L, 2, "reply too deep");
         for (i = 0; i < n; i++) {
             lua_rawgeti(L, idx, (int)i + 1);
@@ -143,11 +136,9 @@ redisReply *luaval_reply_of(lua_State *L, int idx, int depth) {
                 return NULL;
             }
         }
-        break;
+        return r;
     }
     default:
-        r->type = REDIS_REPLY_NIL;
-        break;
+        return reply_obj_new(REDIS_REPLY_NIL);
     }
-    return r;
 }

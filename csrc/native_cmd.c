@@ -16,6 +16,7 @@
  * else's). Anything else is not a clean answer: the script decides.
  */
 #include "native_cmd.h"
+#include "reply_obj.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -174,17 +175,7 @@ int native_reply(unsigned op, const redisReply *r, long long *value) {
 }
 
 void native_reply_set_int(redisReply *r, long long value) {
-    switch (r->type) {
-    case REDIS_REPLY_STRING:
-    case REDIS_REPLY_STATUS:
-    case REDIS_REPLY_ERROR:
-        free(r->str);
-        break;
-    default:
-        break;
-    }
-    r->str = NULL;
-    r->len = 0;
+    reply_obj_drop_str(r);
     r->type = REDIS_REPLY_INTEGER;
     r->integer = value;
 }

@@ -1,20 +1,9 @@
 /* reply_fast.c: see reply_fast.h. */
 #include "reply_fast.h"
 
-#include <stdlib.h>
 #include <string.h>
 
-/* What freeReplyObject frees with: free() in hiredis 0.14, its allocator
- * hooks from 1.0 on (hi_malloc of 0.14 aborts when out of memory). */
-#if defined(HIREDIS_MAJOR) && HIREDIS_MAJOR >= 1
-#define fast_calloc hi_calloc
-#define fast_malloc hi_malloc
-#define fast_free hi_free
-#else
-#define fast_calloc calloc
-#define fast_malloc malloc
-#define fast_free free
-#endif
+#include "reply_obj.h"
 
 /* The line at p[0..n) up to CRLF: its length without the CRLF, or -1 when
  * it is not whole or has a CR of its own. */
@@ -117,72 +106,57 @@ long reply_fast_scan(const char *p, size_t n) {
     return at;
 }
 
-/* hiredis' reply objects: calloc'd, strings NUL-terminated copies, an
- * array's elements in a calloc'd array (none when empty), all freed by
- * freeReplyObject through the same allocator. */
+/* The scalar at p, as hiredis builds it (reply_obj.h). */
 static redisReply *fast_build_scalar(const char *p, size_t n, size_t *used) {
     long len = fast_line(p + 1, n - 1);   /* (measured already: whole) */
-    redisReply *r = fast_calloc(1, sizeof *r);
     const char *str = p + 1;
     size_t slen = (size_t)len;
-    if (r == NULL) return NULL;
+    int type;
+    redisReply *r;
     *used = (size_t)len + 3;
     switch (p[0]) {
     case ':':
-        r->type = REDIS_REPLY_INTEGER;
-        r->integer = fast_value(p + 1);
+        r = reply_obj_new(REDIS_REPLY_INTEGER);
+        if (r != NULL) r->integer = fast_value(p + 1);
         return r;
     case '+':
-        r->type = REDIS_REPLY_STATUS;
+        type = REDIS_REPLY_STATUS;
         break;
     case '-':
-        r->type = REDIS_REPLY_ERROR;
+        type = REDIS_REPLY_ERROR;
         break;
     default:   /* '$' */
-        if (p[1] == '-') {
-            r->type = REDIS_REPLY_NIL;
-            return r;
-        }
-        r->type = REDIS_REPLY_STRING;
+        if (p[1] == '-') return reply_obj_new(REDIS_REPLY_NIL);
+        type = REDIS_REPLY_STRING;
         str = p + len + 3;
         slen = (size_t)fast_value(p + 1);
         *used += slen + 2;
         break;
     }
-    r->str = fast_malloc(slen + 1);
-    if (r->str == NULL) {
-        fast_free(r);
+    r = reply_obj_new(type);
+    if (r != NULL && reply_obj_set_str(r, str, slen) != 0) {
+        reply_obj_free_bare(r);
         return NULL;
     }
-    memcpy(r->str, str, slen);
-    r->str[slen] = '\0';
-    r->len = slen;
     return r;
 }
 
 redisReply *reply_fast_build(const char *p, size_t n, size_t *used) {
     long len;
-    long long count = 0, i;
+    long long count, i;
     size_t at, m;
     redisReply *r;
     if (p[0] != '*') return fast_build_scalar(p, n, used);
     len = fast_line(p + 1, n - 1);
-    r = fast_calloc(1, sizeof *r);
-    if (r == NULL) return NULL;
     at = (size_t)len + 3;
-    if (p[1] == '-') {
-        r->type = REDIS_REPLY_NIL;
-        *used = at;
-        return r;
-    }
+    *used = at;
+    if (p[1] == '-') return reply_obj_new(REDIS_REPLY_NIL);
+    r = reply_obj_new(REDIS_REPLY_ARRAY);
+    if (r == NULL) return NULL;
     count = fast_value(p + 1);
-    r->type = REDIS_REPLY_ARRAY;
-    if (count > 0) {
-        r->element = fast_calloc((size_t)count, sizeof *r->element);
-        if (r->element == NULL) {
-            fast_free(r);
-            return NULL;
-        }
+    if (reply_obj_set_elements(r, (size_t)count) != 0) {
+        reply_obj_free_bare(r);
+        return NULL;
     }
     for (i = 0; i < count; i++) {
         r->element[i] = fast_build_scalar(p + at, n - at, &m);
