@@ -148,6 +148,21 @@ wd_link *wd_route(wd *w, const wd_entry *e) {
     return node < w->nlinks ? &w->links[node] : NULL;
 }
 
+/* req's renewal sent again on l (after NOSCRIPT as EVAL, after a refused
+ * native command as the script, after ASK to the slot's new node), its
+ * lease still counting from the first send and its answer in req's round;
+ * when it cannot be sent, that is the request's failure. 0 sent, -1 not. */
+static int wd_resend(wd *w, wd_link *l, wd_entry *e, int how, int asking, const wd_req *req,
+                     const script_def *script, int64_t now) {
+    e->queued--;
+    if (l != NULL && wd_link_open(l, now) == 0 &&
+        wd_link_queue(w, l, e, how, asking, req->sent_at, script, req->round) == 0)
+        return 0;
+    e->queued++;
+    wd_outcome(w, e, -1, req->round, 0, 0, now);
+    return -1;
+}
+
 /* Applies one renewal's answer. Returns 1 when the link must be dropped
  * (its node is a replica now), after the caller is done with this reply. */
 int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now) {
@@ -171,12 +186,7 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
         } else {
             if (verdict == NATIVE_UNSUPPORTED) l->c->native &= ~req->native;
             if (!e->orphaned && e->state == WD_HELD) {
-                e->queued--;
-                if (wd_link_queue(w, l, e, WD_SEND_SCRIPT, req->asking, req->sent_at, req->script,
-                                  req->round) != 0) {
-                    e->queued++;
-                    wd_outcome(w, e, -1, req->round, 0, 0, now);
-                }
+                wd_resend(w, l, e, WD_SEND_SCRIPT, req->asking, req, req->script, now);
                 return 0;
             }
         }
@@ -185,12 +195,8 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
         /* The script cache was flushed (or this node never saw it: the
          * cache is per node): the script did not run, so EVAL runs it
          * exactly once, here. The lease still counts from the first send. */
-        e->queued--;
         conn_note_noscript(l->c);
-        if (wd_link_queue(w, l, e, 1, req->asking, req->sent_at, req->script, req->round) != 0) {
-            e->queued++;
-            wd_outcome(w, e, -1, req->round, 0, 0, now);
-        }
+        wd_resend(w, l, e, WD_SEND_EVAL, req->asking, req, req->script, now);
         return 0;
     }
     redirect = CLUSTER_NONE;
@@ -202,13 +208,7 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
             /* the slot is moving: this one renewal goes to the new node */
             wd_link *to = wd_link_find(w, &target);
             topo_node_clear(&target);
-            e->queued--;
-            if (to && wd_link_open(to, now) == 0 &&
-                wd_link_queue(w, to, e, 0, 1, req->sent_at, NULL, req->round) == 0)
-                return 0;
-            e->queued++;
-            w->want_refresh = 1;
-            wd_outcome(w, e, -1, req->round, 0, 0, now);
+            if (wd_resend(w, to, e, 0, 1, req, NULL, now) != 0) w->want_refresh = 1;
             return 0;
         }
         topo_node_clear(&target);
