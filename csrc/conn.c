@@ -46,6 +46,7 @@ static void conn_fork_child(void) {
     for (c = conn_reg_head; c; c = c->reg_next) {
         if (c->fd >= 0) close(c->fd);
         c->fd = -1;
+        c->recv_fd = -1;
         c->connecting = 0;
     }
     pthread_mutex_unlock(&conn_reg_mu);
@@ -117,6 +118,7 @@ conn *conn_new(const conn_config *cfg) {
         return NULL;
     }
     c->fd = -1;
+    c->recv_fd = -1;
     c->may_resolve = 1;
     conn_reg_add(c);
     return c;
@@ -162,6 +164,7 @@ const char *conn_kind(int err) {
 void conn_drop(conn *c) {
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
+    c->recv_fd = -1;
     c->connecting = 0;
     if (c->reader) redisReaderFree(c->reader);
     c->reader = NULL;
@@ -392,9 +395,9 @@ static int conn_reader_gave(conn *c) {
     return 0;
 }
 
-int conn_fill(conn *c) {
-    char buf[16384];
-    ssize_t n = sock_recv(c->fd, buf, sizeof buf);
+/* What a receive of n bytes (or -1 with errno) into buf means for c:
+ * 1 bytes taken, 0 none yet, -1 failed (c's error set). */
+static int conn_got(conn *c, const char *buf, ssize_t n) {
     if (n > 0) {
         /* simple replies (reply_fast.h) kept as they came, others to hiredis */
         if (c->reader_holds ? redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK
@@ -404,12 +407,50 @@ int conn_fill(conn *c) {
         }
         return 1;
     }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
     if (n == 0)
         conn_fail(c, CONN_ELOST, c->hs_next < c->hs_n ? "failed" : "lost", "closed by server");
     else
         conn_fail_errno(c, c->hs_next < c->hs_n ? "failed" : "lost", errno);
     return -1;
+}
+
+int conn_fill(conn *c) {
+    char buf[16384];
+    return conn_got(c, buf, sock_recv(c->fd, buf, sizeof buf));
+}
+
+/* A kernel receive timeout is rounded up to the timer's tick (up to 10 ms)
+ * and cannot be exact: the one set stays this far short of the deadline,
+ * and poll(2) waits out the rest. */
+#define CONN_TIMEO_MARGIN_MS 25
+
+/* Waits for bytes in recv itself, which saves the poll(2) before each
+ * reply: SO_RCVTIMEO is set short of deadline, rounded down to 10 ms so
+ * that calls under one timeout set it once. 1 bytes taken, 0 nothing
+ * (timed out short of the deadline, a signal, too little time left for a
+ * kernel timeout: poll then), -1 failed. */
+static int conn_fill_wait(conn *c, int64_t deadline) {
+    char buf[16384];
+    long want = 0;
+    if (deadline != DEADLINE_NONE) {
+        int64_t left = (deadline - monotime_us()) / 1000 - CONN_TIMEO_MARGIN_MS;
+        if (left < CONN_TIMEO_MARGIN_MS) return 0;
+        want = (long)(left > 86400000 ? 86400000 : left - left % 10);
+    }
+    if (c->recv_fd != c->fd) {
+        if (sock_set_blocking(c->fd) != 0) return 0;
+        c->recv_fd = c->fd;
+        c->recv_timeo_ms = -1;
+    }
+    /* the one set may stand while it ends before the deadline and not
+     * much sooner than it need */
+    if (c->recv_timeo_ms != want &&
+        (want == 0 || c->recv_timeo_ms <= 0 || c->recv_timeo_ms > want || c->recv_timeo_ms < want - 100)) {
+        if (sock_set_recv_timeout(c->fd, want) != 0) return 0;
+        c->recv_timeo_ms = want;
+    }
+    return conn_got(c, buf, sock_recv_block(c->fd, buf, sizeof buf));
 }
 
 int conn_reply(conn *c, redisReply **out) {
@@ -557,6 +598,9 @@ static redisReply *conn_wait_reply(conn *c, int64_t deadline, const char *what) 
             conn_spin(c, deadline);
             spun = 1;
         } else {
+            k = conn_fill_wait(c, deadline);
+            if (k > 0) continue;
+            if (k < 0) return NULL;
             k = sock_wait(c->fd, POLLIN, deadline);
             if (k == 0) {
                 conn_fail(c, CONN_ETIMEOUT, what, "timed out");

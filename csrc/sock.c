@@ -6,11 +6,13 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -151,6 +153,23 @@ ssize_t sock_recv(int fd, void *buf, size_t len) {
     do n = recv(fd, buf, len, MSG_DONTWAIT);
     while (n < 0 && errno == EINTR);
     return n;
+}
+
+int sock_set_blocking(int fd) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0) return -1;
+    return (fl & O_NONBLOCK) ? fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) : 0;
+}
+
+int sock_set_recv_timeout(int fd, long ms) {
+    struct timeval tv;
+    tv.tv_sec = ms / 1000;
+    tv.tv_usec = (ms % 1000) * 1000;
+    return setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+}
+
+ssize_t sock_recv_block(int fd, void *buf, size_t len) {
+    return recv(fd, buf, len, 0);
 }
 
 void sock_describe(const sock_addrs *a, int i, char *buf, size_t len) {

@@ -5,8 +5,10 @@
  * Non-blocking from creation and close-on-exec from creation (a command
  * started by `redislock run` must never inherit an authenticated
  * connection), sends that cannot raise SIGPIPE (MSG_NOSIGNAL: no signal mask
- * games around each command), and every wait is a poll(2) against a
- * deadline (deadline.h). hiredis is used only to parse replies.
+ * games around each command), and every wait is bounded by a deadline
+ * (deadline.h): a poll(2), or for a blocking reply wait with time to spare, a
+ * recv(2) that sleeps itself under SO_RCVTIMEO (one syscall where poll and
+ * recv are two). hiredis is used only to parse replies.
  */
 #ifndef REDISLOCK_SOCK_H
 #define REDISLOCK_SOCK_H
@@ -49,6 +51,17 @@ int sock_connect(const sock_addrs *a, int64_t deadline);
  * when the kernel buffer is full or empty). recv returns 0 at EOF. */
 ssize_t sock_send(int fd, const void *buf, size_t len);
 ssize_t sock_recv(int fd, void *buf, size_t len);
+
+/* For sock_recv_block: O_NONBLOCK off (every call above passes MSG_DONTWAIT,
+ * so they stay non-blocking) and SO_RCVTIMEO ms milliseconds (0: none).
+ * 0, or -1 with errno. */
+int sock_set_blocking(int fd);
+int sock_set_recv_timeout(int fd, long ms);
+
+/* One receive that sleeps until bytes come or the fd's SO_RCVTIMEO passes:
+ * bytes, 0 at EOF, or -1 with errno (EAGAIN: timed out; EINTR: a signal;
+ * EAGAIN at once on an fd still non-blocking). */
+ssize_t sock_recv_block(int fd, void *buf, size_t len);
 
 /* Polls fd for events until deadline: 1 ready, 0 deadline passed, -1 error. */
 int sock_wait(int fd, short events, int64_t deadline);
