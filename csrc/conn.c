@@ -420,33 +420,33 @@ int conn_fill(conn *c) {
     return conn_got(c, buf, sock_recv(c->fd, buf, sizeof buf));
 }
 
-/* A kernel receive timeout is rounded up to the timer's tick (up to 10 ms)
- * and cannot be exact: the one set stays this far short of the deadline,
- * and poll(2) waits out the rest. */
-#define CONN_TIMEO_MARGIN_MS 25
+/* Kernel receive timeouts run on the coarse timer wheel: one below about
+ * 64 ticks fires at most a tick late (1-10 ms, by HZ), a longer one up to
+ * an eighth late (at 5 s, 0.2 s). So recv sleeps for a short first stretch
+ * only, well short of the deadline; a reply slower than that is waited for
+ * by poll(2), on an exact timer. */
+#define CONN_RECV_FIRST_MS 50
+#define CONN_RECV_MARGIN_MS 25
 
-/* Waits for bytes in recv itself, which saves the poll(2) before each
- * reply: SO_RCVTIMEO is set short of deadline, rounded down to 10 ms so
- * that calls under one timeout set it once. 1 bytes taken, 0 nothing
- * (timed out short of the deadline, a signal, too little time left for a
- * kernel timeout: poll then), -1 failed. */
+/* Waits for bytes in recv itself, which saves the poll(2) before a reply:
+ * the fd made blocking once, SO_RCVTIMEO set to CONN_RECV_FIRST_MS (less
+ * when the deadline is near, in 10 ms steps). 1 bytes taken, 0 nothing
+ * (that stretch passed, a signal, too little time left: poll then), -1
+ * failed. */
 static int conn_fill_wait(conn *c, int64_t deadline) {
     char buf[16384];
-    long want = 0;
+    long want = CONN_RECV_FIRST_MS;
     if (deadline != DEADLINE_NONE) {
-        int64_t left = (deadline - monotime_us()) / 1000 - CONN_TIMEO_MARGIN_MS;
-        if (left < CONN_TIMEO_MARGIN_MS) return 0;
-        want = (long)(left > 86400000 ? 86400000 : left - left % 10);
+        int64_t left = (deadline - monotime_us()) / 1000 - CONN_RECV_MARGIN_MS;
+        if (left < CONN_RECV_MARGIN_MS) return 0;
+        if (left < want) want = (long)(left - left % 10);   /* >= 20: never 0, "none" */
     }
     if (c->recv_fd != c->fd) {
         if (sock_set_blocking(c->fd) != 0) return 0;
         c->recv_fd = c->fd;
-        c->recv_timeo_ms = -1;
+        c->recv_timeo_ms = 0;
     }
-    /* the one set may stand while it ends before the deadline and not
-     * much sooner than it need */
-    if (c->recv_timeo_ms != want &&
-        (want == 0 || c->recv_timeo_ms <= 0 || c->recv_timeo_ms > want || c->recv_timeo_ms < want - 100)) {
+    if (c->recv_timeo_ms != want) {
         if (sock_set_recv_timeout(c->fd, want) != 0) return 0;
         c->recv_timeo_ms = want;
     }
@@ -588,7 +588,7 @@ static void conn_spin(conn *c, int64_t deadline) {
 
 /* Reads the next reply before deadline. */
 static redisReply *conn_wait_reply(conn *c, int64_t deadline, const char *what) {
-    int spun = c->spin_us <= 0;
+    int spun = c->spin_us <= 0, polling = 0;
     for (;;) {
         redisReply *r = NULL;
         int k = conn_reply(c, &r);
@@ -598,9 +598,13 @@ static redisReply *conn_wait_reply(conn *c, int64_t deadline, const char *what) 
             conn_spin(c, deadline);
             spun = 1;
         } else {
-            k = conn_fill_wait(c, deadline);
-            if (k > 0) continue;
-            if (k < 0) return NULL;
+            if (!polling) {
+                /* recv until its first stretch passes, then poll */
+                k = conn_fill_wait(c, deadline);
+                if (k > 0) continue;
+                if (k < 0) return NULL;
+                polling = 1;
+            }
             k = sock_wait(c->fd, POLLIN, deadline);
             if (k == 0) {
                 conn_fail(c, CONN_ETIMEOUT, what, "timed out");

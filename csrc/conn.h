@@ -95,7 +95,7 @@ typedef struct conn {
     int64_t skip_since;      /* monotonic us when the oldest of them was given up */
     long spin_us;            /* conn_read polls this long before sleeping */
     int recv_fd;             /* the fd made blocking for conn_fill_wait, or -1 */
-    long recv_timeo_ms;      /* its SO_RCVTIMEO (0: none) */
+    long recv_timeo_ms;      /* its SO_RCVTIMEO in ms (0: none set) */
     conn_info info;
     conn_counters *counters; /* its owner's (counters.h), or NULL */
     unsigned attempts;       /* connects begun since the last handshake */

@@ -4,7 +4,8 @@
  * byte at a time stretches it forever. Every exchange here (resolve, connect,
  * handshake, a pipeline and its replies) runs against one absolute deadline
  * on the monotonic clock instead, and each wait polls for what is left of it
- * (after LuaSocket's timeout.c: a total, not a per-call, timeout). */
+ * (after LuaSocket's timeout.c: a total, not a per-call, timeout); a reply
+ * wait first sleeps in recv for a short stretch well inside it (conn.c). */
 #ifndef REDISLOCK_DEADLINE_H
 #define REDISLOCK_DEADLINE_H
 

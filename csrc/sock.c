@@ -1,5 +1,5 @@
 /*
- * sock.c: non-blocking sockets with deadlines (see sock.h).
+ * sock.c: sockets with deadlines (see sock.h).
  */
 #define _GNU_SOURCE
 #include "sock.h"

@@ -49,6 +49,26 @@ describe("deadlines", function()
     end)
   end)
 
+  -- A reply wait first sleeps in recv under SO_RCVTIMEO, whose timers are
+  -- coarse: a kernel timeout of seconds fires up to an eighth late (with
+  -- it set to the whole timeout, a 5 s call failed 0.22 s late). The wait
+  -- must still end at the call's own deadline, to within poll's precision.
+  it("a command to a server that stops answering fails at its timeout, not later", function()
+    local own = helpers.start_redis()
+    local c = assert(redislock.connect { url = own.url, timeout = 5 })
+    assert(c:acquire(fresh(), { ttl = 5, watchdog = false })):release()
+    own:kill("STOP")
+    local t0 = helpers.monotime()
+    local lock, err = c:acquire(fresh(), { ttl = 5, watchdog = false })
+    local took = helpers.monotime() - t0
+    own:kill("CONT")
+    c:close()
+    own:stop()
+    assert.is_nil(lock)
+    assert.matches("^connection lost: timed out", err)
+    assert.is_true(took >= 4.99 and took < 5.1, string.format("took %.3f s for a 5 s timeout", took))
+  end)
+
   -- The probing case: a proxy passes Redis' replies on one byte every
   -- 0.25 s and drops nothing, so per-syscall timeouts never fire. A holder
   -- with a 1 s ttl behind it must learn of the loss before Redis lets
