@@ -5,26 +5,23 @@
  * close, remember why in errstr, connect again on the next call. The settings
  * (AUTH, SELECT) are re-applied on every connect, so a reconnected conn is
  * indistinguishable from the first one. Only hiredis' reply parser is used;
- * the socket and the request bytes are ours.
+ * the socket and the request bytes are ours. Here: the conn's life, the
+ * handshake, and the steps that never wait; conn_wait.c waits on them.
  */
 #define _GNU_SOURCE
 #include "proc_id.h"
 #include "conn.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "deadline.h"
-#include "monotime.h"
 #include "native_cmd.h"
 #include "reply_fast.h"
-#include "resolve.h"
+#include "conn_internal.h"
 
 enum { HS_AUTH = 1, HS_SELECT, HS_PING, HS_INFO, HS_COMMANDS, HS_PROBE };
 
@@ -179,7 +176,7 @@ void conn_drop(conn *c) {
 }
 
 /* Records why, "connection <what>: <why> (<where>)", and closes. */
-static void conn_fail(conn *c, int err, const char *what, const char *why) {
+void conn_fail(conn *c, int err, const char *what, const char *why) {
     char where[160];
     conn_describe(c, where, sizeof where);
     c->err = err;
@@ -187,7 +184,7 @@ static void conn_fail(conn *c, int err, const char *what, const char *why) {
     conn_drop(c);
 }
 
-static void conn_fail_errno(conn *c, const char *what, int e) {
+void conn_fail_errno(conn *c, const char *what, int e) {
     if (e == ETIMEDOUT)
         conn_fail(c, CONN_ETIMEOUT, what, "timed out");
     else
@@ -283,7 +280,7 @@ static void conn_read_info(conn *c, const redisReply *r) {
 
 /* ---- non-blocking steps ----------------------------------------------------- */
 
-static int conn_begin(conn *c) {
+int conn_begin(conn *c) {
     conn_drop(c);
     c->attempts++;   /* counters.h */
     c->pid = proc_id();
@@ -397,7 +394,7 @@ static int conn_reader_gave(conn *c) {
 
 /* What a receive of n bytes (or -1 with errno) into buf means for c:
  * 1 bytes taken, 0 none yet, -1 failed (c's error set). */
-static int conn_got(conn *c, const char *buf, ssize_t n) {
+int conn_got(conn *c, const char *buf, ssize_t n) {
     if (n > 0) {
         /* simple replies (reply_fast.h) kept as they came, others to hiredis */
         if (c->reader_holds ? redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK
@@ -418,39 +415,6 @@ static int conn_got(conn *c, const char *buf, ssize_t n) {
 int conn_fill(conn *c) {
     char buf[16384];
     return conn_got(c, buf, sock_recv(c->fd, buf, sizeof buf));
-}
-
-/* Kernel receive timeouts run on the coarse timer wheel: one below about
- * 64 ticks fires at most a tick late (1-10 ms, by HZ), a longer one up to
- * an eighth late (at 5 s, 0.2 s). So recv sleeps for a short first stretch
- * only, well short of the deadline; a reply slower than that is waited for
- * by poll(2), on an exact timer. */
-#define CONN_RECV_FIRST_MS 50
-#define CONN_RECV_MARGIN_MS 25
-
-/* Waits for bytes in recv itself, which saves the poll(2) before a reply:
- * the fd made blocking once, SO_RCVTIMEO set to CONN_RECV_FIRST_MS (less
- * when the deadline is near, in 10 ms steps). 1 bytes taken, 0 nothing
- * (that stretch passed, a signal, too little time left: poll then), -1
- * failed. */
-static int conn_fill_wait(conn *c, int64_t deadline) {
-    char buf[16384];
-    long want = CONN_RECV_FIRST_MS;
-    if (deadline != DEADLINE_NONE) {
-        int64_t left = (deadline - monotime_us()) / 1000 - CONN_RECV_MARGIN_MS;
-        if (left < CONN_RECV_MARGIN_MS) return 0;
-        if (left < want) want = (long)(left - left % 10);   /* >= 20: never 0, "none" */
-    }
-    if (c->recv_fd != c->fd) {
-        if (sock_set_blocking(c->fd) != 0) return 0;
-        c->recv_fd = c->fd;
-        c->recv_timeo_ms = 0;
-    }
-    if (c->recv_timeo_ms != want) {
-        if (sock_set_recv_timeout(c->fd, want) != 0) return 0;
-        c->recv_timeo_ms = want;
-    }
-    return conn_got(c, buf, sock_recv_block(c->fd, buf, sizeof buf));
 }
 
 int conn_reply(conn *c, redisReply **out) {
@@ -541,144 +505,7 @@ void conn_adopt_fd(conn *c, int fd) {
     if (c->reader == NULL) conn_fail(c, CONN_ENOMEM, "failed", "out of memory");
 }
 
-/* ---- blocking use ------------------------------------------------------------ */
-
-int64_t conn_deadline(const conn *c) {
-    return deadline_in_ms(c->cfg.timeout_ms);
-}
-
-/* Sends everything queued before deadline. */
-static int conn_flush(conn *c, int64_t deadline, const char *what) {
-    for (;;) {
-        int r = conn_flush_some(c);
-        if (r != 0) return r == 1 ? 0 : -1;
-        r = sock_wait(c->fd, POLLOUT, deadline);
-        if (r == 0) {
-            conn_fail(c, CONN_ETIMEOUT, what, "timed out");
-            return -1;
-        }
-        if (r < 0) {
-            conn_fail_errno(c, what, errno);
-            return -1;
-        }
-    }
-}
-
-/*
- * Spin-then-block: polls the socket without sleeping for up to c->spin_us
- * before the usual blocking wait. A waiter whose wakeup (a BLPOP reply)
- * comes within the spin sees it without the kernel having to wake a
- * sleeping process on an idle CPU, which costs several round trips' time on
- * a small VM. It costs this process's CPU for the spin, never Redis
- * traffic. sched_yield lets anything runnable (the holder, Redis) go first
- * on a busy machine. The spin counts against the command's deadline.
- */
-static void conn_spin(conn *c, int64_t deadline) {
-    struct pollfd p;
-    int64_t end = deadline_min(monotime_us() + c->spin_us, deadline);
-    p.fd = c->fd;
-    p.events = POLLIN;
-    for (;;) {
-        int n = poll(&p, 1, 0);
-        if (n != 0 && !(n < 0 && errno == EINTR)) return;  /* a reply, or an error to read */
-        if (monotime_us() >= end) return;
-        sched_yield();
-    }
-}
-
-/* Reads the next reply before deadline. */
-static redisReply *conn_wait_reply(conn *c, int64_t deadline, const char *what) {
-    int spun = c->spin_us <= 0, polling = 0;
-    for (;;) {
-        redisReply *r = NULL;
-        int k = conn_reply(c, &r);
-        if (k == 1) return r;
-        if (k < 0) return NULL;
-        if (!spun) {
-            conn_spin(c, deadline);
-            spun = 1;
-        } else {
-            if (!polling) {
-                /* recv until its first stretch passes, then poll */
-                k = conn_fill_wait(c, deadline);
-                if (k > 0) continue;
-                if (k < 0) return NULL;
-                polling = 1;
-            }
-            k = sock_wait(c->fd, POLLIN, deadline);
-            if (k == 0) {
-                conn_fail(c, CONN_ETIMEOUT, what, "timed out");
-                return NULL;
-            }
-            if (k < 0) {
-                conn_fail_errno(c, what, errno);
-                return NULL;
-            }
-        }
-        if (conn_fill(c) < 0) return NULL;
-    }
-}
-
-int conn_resolve(conn *c, int64_t deadline) {
-    char err[160];
-    sock_addrs a;
-    if (c->cfg.path) {
-        if (sock_unix(c->cfg.path, &a) != 0) {
-            conn_fail_errno(c, "failed", errno);
-            return -1;
-        }
-    } else if (!c->may_resolve) {
-        return 0;  /* addrs as set */
-    } else if (resolve_host(c->cfg.host, c->cfg.port, deadline, &a, err, sizeof err) != 0) {
-        conn_fail(c, strstr(err, "timed out") ? CONN_ETIMEOUT : CONN_ECONNECT, "failed", err);
-        return -1;
-    }
-    conn_set_addrs(c, &a);
-    return 0;
-}
-
-int conn_ensure(conn *c) {
-    int64_t deadline;
-    if (c->fd >= 0 && c->pid != proc_id()) conn_drop(c);
-    if (c->fd >= 0 && !c->connecting && c->hs_next >= c->hs_n) return 0;
-    deadline = deadline_in_ms(c->cfg.connect_timeout_ms);
-    if (conn_resolve(c, deadline) != 0) return -1;
-    if (c->addrs.n == 0) {
-        conn_fail(c, CONN_ECONNECT, "failed", "no address known");
-        return -1;
-    }
-    if (conn_begin(c) != 0) return -1;
-    c->fd = sock_connect(&c->addrs, deadline);
-    if (c->fd < 0) {
-        conn_fail_errno(c, "failed", errno);
-        return -1;
-    }
-    if (conn_flush(c, deadline, "failed") != 0) return -1;
-    while (c->hs_next < c->hs_n) {
-        int k;
-        redisReply *r = NULL;
-        k = conn_reply(c, &r);
-        if (k < 0) return -1;
-        if (k == 1) {  /* cannot happen: nothing but the handshake was sent */
-            freeReplyObject(r);
-            conn_fail(c, CONN_ELOST, "failed", "protocol error");
-            return -1;
-        }
-        if (c->hs_next >= c->hs_n) break;
-        k = sock_wait(c->fd, POLLIN, deadline);
-        if (k == 0) {
-            conn_fail(c, CONN_ETIMEOUT, "failed", "timed out");
-            return -1;
-        }
-        if (k < 0) {
-            conn_fail_errno(c, "failed", errno);
-            return -1;
-        }
-        if (conn_fill(c) < 0) return -1;
-    }
-    c->err = CONN_OK;
-    return 0;
-}
+/* ---- queueing requests ------------------------------------------------------ */
 
 int conn_append(conn *c, int argc, const char **argv, const size_t *lens) {
     if (conn_queue(c, argc, argv, lens) != 0) {
@@ -697,27 +524,4 @@ int conn_append_pre(conn *c, size_t total, const char *pre, size_t prelen, int a
     }
     c->queued_total += c->out.len - before;
     return 0;
-}
-
-redisReply *conn_read(conn *c, int64_t deadline) {
-    if (c->fd < 0) return NULL;
-    if (c->out_off < c->out.len && conn_flush(c, deadline, "lost") != 0) return NULL;
-    return conn_wait_reply(c, deadline, "lost");
-}
-
-redisReply *conn_command(conn *c, int argc, const char **argv, const size_t *lens) {
-    int64_t deadline;
-    if (conn_ensure(c) != 0) return NULL;
-    deadline = conn_deadline(c);
-    if (conn_append(c, argc, argv, lens) != 0) return NULL;
-    return conn_read(c, deadline);
-}
-
-void conn_set_spin(conn *c, long spin_us) {
-    c->spin_us = spin_us > 0 ? spin_us : 0;
-}
-
-void conn_set_timeouts(conn *c, long connect_ms, long command_ms) {
-    c->cfg.connect_timeout_ms = connect_ms;
-    c->cfg.timeout_ms = command_ms;
 }

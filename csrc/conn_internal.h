@@ -1,0 +1,24 @@
+/*
+ * conn_internal.h: what conn.c shares with conn_wait.c, and no one else.
+ * No Lua here.
+ */
+#ifndef REDISLOCK_CONN_INTERNAL_H
+#define REDISLOCK_CONN_INTERNAL_H
+
+#include <sys/types.h>
+#include "conn.h"
+
+/* Records why, "connection <what>: <why> (<where>)", and closes. */
+void conn_fail(conn *c, int err, const char *what, const char *why);
+
+/* conn_fail with errno's text (ETIMEDOUT: "timed out", of kind timeout). */
+void conn_fail_errno(conn *c, const char *what, int e);
+
+/* What a receive of n bytes (or -1 with errno) into buf means for c:
+ * 1 bytes taken, 0 none yet, -1 failed (c's error set). */
+int conn_got(conn *c, const char *buf, ssize_t n);
+
+/* Closes what was, and queues a fresh handshake: 0, or -1 (c's error set). */
+int conn_begin(conn *c);
+
+#endif
