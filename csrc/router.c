@@ -137,14 +137,27 @@ static int router_find(const router *r, const topo_node *n) {
     return -1;
 }
 
-static void router_pause(int tries, int64_t deadline) {
+/* What a request sent after a pause must have left of its deadline for
+ * its reply. With less, the pause takes the rest and the call stops. */
+#define ROUTER_LAST_SEND_MS 20
+
+/* Sleeps 5 ms per try, at most 100 ms. Returns 1 when it slept out the
+ * deadline instead, because what would be left after the pause is too
+ * little for another request's reply (a timeout there would drop the
+ * connection and report it lost): the caller stops with what it has. */
+static int router_pause(int tries, int64_t deadline) {
     int64_t ms = 5 * (int64_t)tries, left = (deadline - monotime_us()) / 1000;
-    if (ms > 100) ms = 100;
+    int last = 0;
     struct timespec ts;
-    if (deadline != DEADLINE_NONE && left < ms) ms = left > 0 ? left : 0;
+    if (ms > 100) ms = 100;
+    if (deadline != DEADLINE_NONE && left < ms + ROUTER_LAST_SEND_MS) {
+        ms = left > 0 ? left : 0;
+        last = 1;
+    }
     ts.tv_sec = (time_t)(ms / 1000);
     ts.tv_nsec = (long)(ms % 1000) * 1000000L;
     nanosleep(&ts, NULL);
+    return last;
 }
 
 /* EVAL[SHA] s nkeys args..., or argv as given when s is NULL. */
@@ -320,7 +333,7 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
              * run; wait (more each time) until the move ends or the
              * deadline passes, without counting it as a redirect */
             waits++;
-            router_pause(waits, deadline);
+            if (router_pause(waits, deadline)) deadline = monotime_us();
             tries--;
             if (deadline == DEADLINE_NONE && waits > 200) deadline = monotime_us();
             break;
