@@ -103,10 +103,11 @@ CONN_SRCS = csrc/conn.c csrc/conn_wait.c csrc/reply_fast.c csrc/resp.c csrc/sock
 
 # Each test and the core sources it links (plain, and with ASan + UBSan
 # for make sanitize).
-CTESTS                = native_cmd_test wd_heap_test reply_fast_test
+CTESTS                = native_cmd_test wd_heap_test reply_fast_test conn_wait_test
 native_cmd_test_SRCS  = $(CTEST_SRCS)
 wd_heap_test_SRCS     = csrc/wd_heap.c
 reply_fast_test_SRCS  = $(CONN_SRCS)
+conn_wait_test_SRCS   = $(CONN_SRCS)
 CTEST_DEPS            = $(CONN_SRCS) csrc/wd_heap.c $(HDRS) $(wildcard test/c/*.h)
 
 $(CTESTS:%=build/test/%): build/test/%: test/c/%.c $(CTEST_DEPS)

@@ -156,7 +156,7 @@ int conn_append_pre(conn *c, size_t total, const char *pre, size_t prelen, int a
 redisReply *conn_read(conn *c, int64_t deadline);
 int64_t conn_deadline(const conn *c);
 
-/* Spin-then-block for conn_read (0 turns it off; see conn.c). */
+/* Spin-then-block for conn_read (0 turns it off; see conn_wait.c). */
 void conn_set_spin(conn *c, long spin_us);
 void conn_set_timeouts(conn *c, long connect_ms, long command_ms);
 

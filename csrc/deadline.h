@@ -5,7 +5,7 @@
  * handshake, a pipeline and its replies) runs against one absolute deadline
  * on the monotonic clock instead, and each wait polls for what is left of it
  * (after LuaSocket's timeout.c: a total, not a per-call, timeout); a reply
- * wait first sleeps in recv for a short stretch well inside it (conn.c). */
+ * wait first sleeps in recv for a short stretch well inside it (conn_wait.c). */
 #ifndef REDISLOCK_DEADLINE_H
 #define REDISLOCK_DEADLINE_H
 

@@ -2,15 +2,15 @@
  * sock.h: the sockets under every connection, owned by us rather than by
  * hiredis. No Lua here.
  *
- * Non-blocking from creation (only conn.c's reply wait turns that off, for
- * recv to sleep; every other call passes MSG_DONTWAIT), close-on-exec from
- * creation (a command started by `redislock run` must never inherit an
- * authenticated connection), sends that cannot raise SIGPIPE (MSG_NOSIGNAL: no signal mask
- * games around each command), and every wait is bounded by a deadline
- * (deadline.h): a poll(2), or, for the first 50 ms of a reply wait with
- * time to spare, a recv(2) that sleeps itself under SO_RCVTIMEO (one
- * syscall where poll and recv are two; conn.c keeps it well short of the
- * deadline). hiredis is used only to parse replies.
+ * Non-blocking from creation (only conn_wait.c's reply wait turns that off,
+ * for recv to sleep; every other call passes MSG_DONTWAIT), close-on-exec
+ * from creation (a command started by `redislock run` must never inherit an
+ * authenticated connection), sends that cannot raise SIGPIPE (MSG_NOSIGNAL:
+ * no signal mask games around each command), and every wait is bounded by
+ * a deadline (deadline.h): a poll(2), or, for the first 50 ms of a reply
+ * wait with time to spare, a recv(2) that sleeps itself under SO_RCVTIMEO
+ * (one syscall where poll and recv are two; conn_wait.c keeps it well short
+ * of the deadline). hiredis is used only to parse replies.
  */
 #ifndef REDISLOCK_SOCK_H
 #define REDISLOCK_SOCK_H

@@ -51,22 +51,25 @@ describe("deadlines", function()
 
   -- A reply wait first sleeps in recv under SO_RCVTIMEO, whose timers are
   -- coarse: a kernel timeout of seconds fires up to an eighth late (with
-  -- it set to the whole timeout, a 5 s call failed 0.22 s late). The wait
-  -- must still end at the call's own deadline, to within poll's precision.
+  -- it set near the whole timeout, a 5 s call failed 0.22 s late, on about
+  -- half the runs: test/c/conn_wait_test.c checks what is set, every time).
+  -- The wait must still end at the call's own deadline.
   it("a command to a server that stops answering fails at its timeout, not later", function()
+    local slack = os.getenv("REDISLOCK_VALGRIND") and 0.25 or 0
     local own = helpers.start_redis()
     local c = assert(redislock.connect { url = own.url, timeout = 5 })
     assert(c:acquire(fresh(), { ttl = 5, watchdog = false })):release()
     own:kill("STOP")
     local t0 = helpers.monotime()
-    local lock, err = c:acquire(fresh(), { ttl = 5, watchdog = false })
+    local ok, lock, err = pcall(c.acquire, c, fresh(), { ttl = 5, watchdog = false })
     local took = helpers.monotime() - t0
     own:kill("CONT")
     c:close()
     own:stop()
+    assert(ok, lock)
     assert.is_nil(lock)
     assert.matches("^connection lost: timed out", err)
-    assert.is_true(took >= 4.99 and took < 5.1, string.format("took %.3f s for a 5 s timeout", took))
+    assert.is_true(took >= 4.99 and took < 5.1 + slack, string.format("took %.3f s for a 5 s timeout", took))
   end)
 
   -- The probing case: a proxy passes Redis' replies on one byte every

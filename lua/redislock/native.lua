@@ -23,7 +23,7 @@ local waits = setmetatable({}, { __mode = "k" })   -- client -> its wait connect
 -- so a BLPOP may return well after its timeout: with exact = true our own
 -- deadline, a hair after it, ends the wait (the connection is dropped, the
 -- server forgets the BLPOP with it, the next wait reconnects); otherwise
--- Redis ends it and the connection is kept. spin: see conn_spin (conn.c).
+-- Redis ends it and the connection is kept. spin: see conn_spin (conn_wait.c).
 local function block(self, key, seconds, exact, spin)
   local conn = waits[self]
   if not conn then
