@@ -358,6 +358,15 @@ void wd_renewed(wd *w, uint64_t id, int64_t ttl_ms, int64_t lease_end_ms, int64_
     pthread_mutex_unlock(&w->mu);
 }
 
+void wd_claim(wd *w, uint64_t id, uint64_t masters) {
+    wd_entry *e;
+    if (w->t->mode != TOPO_REDLOCK) return;
+    pthread_mutex_lock(&w->mu);
+    e = wd_idmap_get(&w->ids, id);
+    if (e != NULL && e->state == WD_HELD && e->pid == proc_id()) e->missing |= masters;
+    pthread_mutex_unlock(&w->mu);
+}
+
 int wd_take_losses(wd *w, uint64_t *ids, int *states, int max) {
     int n;
     pthread_mutex_lock(&w->mu);
