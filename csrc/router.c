@@ -138,26 +138,22 @@ static int router_find(const router *r, const topo_node *n) {
 }
 
 /* What a request sent after a pause must have left of its deadline for
- * its reply. With less, the pause takes the rest and the call stops. */
+ * its reply. With less, the call stops after the pause. */
 #define ROUTER_LAST_SEND_MS 20
 
-/* Sleeps 5 ms per try, at most 100 ms. Returns 1 when it slept out the
- * deadline instead, because what would be left after the pause is too
- * little for another request's reply (a timeout there would drop the
- * connection and report it lost): the caller stops with what it has. */
+/* Sleeps 5 ms per try, at most 100 ms, never past deadline. Returns 1 when
+ * what is left after the sleep is too little for another request's reply
+ * (a timeout there would drop a healthy connection and report it lost):
+ * the caller stops with what it has. */
 static int router_pause(int tries, int64_t deadline) {
     int64_t ms = 5 * (int64_t)tries, left = (deadline - monotime_us()) / 1000;
-    int last = 0;
     struct timespec ts;
     if (ms > 100) ms = 100;
-    if (deadline != DEADLINE_NONE && left < ms + ROUTER_LAST_SEND_MS) {
-        ms = left > 0 ? left : 0;
-        last = 1;
-    }
+    if (deadline != DEADLINE_NONE && left < ms) ms = left > 0 ? left : 0;
     ts.tv_sec = (time_t)(ms / 1000);
     ts.tv_nsec = (long)(ms % 1000) * 1000000L;
     nanosleep(&ts, NULL);
-    return last;
+    return deadline != DEADLINE_NONE && deadline - monotime_us() < ROUTER_LAST_SEND_MS * 1000;
 }
 
 /* EVAL[SHA] s nkeys args..., or argv as given when s is NULL. */

@@ -110,27 +110,31 @@ function RedlockClient:_release_all(key, token, ttl)
   return had, answered == #results, results
 end
 
--- The masters whose answer was not a grant (refused, failed, or not
--- waited for), as watch:claim takes them: the sum of 2^(i-1) for the
--- i-th (arithmetic, not bit operators: Lua 5.1 and LuaJIT have none).
-local function not_granted(results)
+-- The masters that refused the acquire because another value was there (a
+-- rival's attempt, often gone a moment later), as watch:claim takes them:
+-- the sum of 2^(i-1) for the i-th (arithmetic, not bit operators: Lua 5.1
+-- and LuaJIT have none). Not those that failed or were not waited for: a
+-- claim recreates a missing key, and one still on the wire when the lock is
+-- released would leave our key behind there for a ttl; a master whose key
+-- is missing for another reason is taken back after the first round, as
+-- before.
+local function refused(results)
   local set = 0
   for i, r in ipairs(results) do
-    local v = type(r.ok) == "table" and r.ok[1] or r.ok
-    if v ~= 1 and v ~= 2 and i <= 52 then set = set + 2 ^ (i - 1) end
+    if type(r.ok) == "table" and r.ok[1] == 0 and i <= 52 then set = set + 2 ^ (i - 1) end
   end
   return set
 end
 
--- One attempt at t0: the lock's lease end and the masters that did not
--- grant it, or nil, err, holder_ms.
+-- One attempt at t0: the lock's lease end and the masters that refused it,
+-- or nil, err, holder_ms.
 function RedlockClient:_attempt(key, token, ttl)
   local t0 = monotime()
   local results = self._conn:fanout(self:master_timeout(ttl), self._quorum, "redlock_acquire",
     key, token, ttl_ms(ttl))
   local granted = tally(results)
   local expires = lockmod.lease_end(t0, ttl)
-  if granted >= self._quorum and monotime() < expires then return expires, not_granted(results) end
+  if granted >= self._quorum and monotime() < expires then return expires, refused(results) end
   -- not ours: leave nothing behind on any master
   self:_release_all(key, token, ttl)
   if granted >= self._quorum then
@@ -175,7 +179,7 @@ function RedlockClient:_acquire(fname, name, opts)
     while true do
       local expires, aerr, holder_ms = self:_attempt(keys.lock, token, ttl)
       if expires then
-        local others = aerr   -- (on success: the masters that did not grant it)
+        local others = aerr   -- (on success: the masters that refused it)
         local l = setmetatable(lockmod.new(self, name, keys, token, nil, ttl, expires, opts.on_lost), RedlockLock)
         if opts.watchdog ~= false then
           local watch, werr = self._conn:watch(keys.lock, token, ttl, expires, max_hold and monotime() + max_hold)

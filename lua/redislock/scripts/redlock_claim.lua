@@ -1,6 +1,8 @@
 -- redlock_claim: take a Redlock lock back on one master that lost its key
 -- (a restart without persistence, an eviction, an early expiry) while the
--- previous renewal round had confirmed our token on a majority. SET NX
+-- previous renewal round had confirmed our token on a majority, or that
+-- refused the acquire (a rival's attempt was there), which confirmed one
+-- too, at the first renewal. SET NX
 -- arbitrates as in any acquire: if a rival took this master meanwhile, it
 -- keeps it and we count "not held" here. A rival needs a majority too, so
 -- while a majority holds our token no rival can be granted, and taking a
