@@ -84,7 +84,7 @@ int wd_status(wd *w, uint64_t id, int64_t *lease_end_ms);
 void wd_renewed(wd *w, uint64_t id, int64_t ttl_ms, int64_t lease_end_ms, int64_t sent_ms);
 
 /* Redlock: masters (bit i: the i-th, as fan-outs and links count them)
- * that did not grant the lock at its acquire, which confirmed a majority.
+ * that refused the lock at its acquire, which confirmed a majority.
  * Its first renewal takes the key back on those where it is gone
  * (redlock_claim.lua), as after any round that confirmed a majority,
  * rather than two rounds later. No effect in other modes. */

@@ -26,9 +26,11 @@
 -- watchdog  renews on all N masters in one polled fan-out (the C thread):
 --           held while a majority renewed within the lease; lost as soon as
 --           more than N - quorum answer "not held", or at the lease end
---           without a majority. A master that lost the key while a
---           majority still holds it takes it back in the same renewal
---           (lua/redislock/scripts/redlock_renew.lua says why that is safe).
+--           without a majority. A master that lost the key while a round
+--           confirmed a majority takes it back in the next round, and one
+--           that refused the acquire (a rival's attempt was there) at the
+--           first renewal (lua/redislock/scripts/redlock_claim.lua says why
+--           that is safe).
 -- release   on all masters; "not held" only if no master still had our
 --           token (and every master answered).
 -- fence     nil: per-master counters give no order across masters (a
@@ -115,9 +117,10 @@ end
 -- the sum of 2^(i-1) for the i-th (arithmetic, not bit operators: Lua 5.1
 -- and LuaJIT have none). Not those that failed or were not waited for: a
 -- claim recreates a missing key, and one still on the wire when the lock is
--- released would leave our key behind there for a ttl; a master whose key
--- is missing for another reason is taken back after the first round, as
--- before.
+-- released can leave our key behind there for a ttl (it blocks that
+-- master, never makes a second holder); claiming every slow master would
+-- make that a risk of nearly every lock. A master whose key is missing for
+-- another reason is taken back after the first round, as before.
 local function refused(results)
   local set = 0
   for i, r in ipairs(results) do
