@@ -413,7 +413,7 @@ int conn_got(conn *c, const char *buf, ssize_t n) {
 }
 
 int conn_fill(conn *c) {
-    char buf[16384];
+    char buf[CONN_RECV_CHUNK];
     return conn_got(c, buf, sock_recv(c->fd, buf, sizeof buf));
 }
 

@@ -8,6 +8,10 @@
 #include <sys/types.h>
 #include "conn.h"
 
+/* What one receive reads at most (the stack buffer of conn_fill and of
+ * conn_wait.c's blocking receive). */
+#define CONN_RECV_CHUNK 16384
+
 /* Records why, "connection <what>: <why> (<where>)", and closes. */
 void conn_fail(conn *c, int err, const char *what, const char *why);
 

@@ -76,7 +76,7 @@ static void conn_spin(conn *c, int64_t deadline) {
  * (that stretch passed, a signal, too little time left: poll then), -1
  * failed. */
 static int conn_fill_wait(conn *c, int64_t deadline) {
-    char buf[16384];
+    char buf[CONN_RECV_CHUNK];
     long want = CONN_RECV_FIRST_MS;
     if (deadline != DEADLINE_NONE) {
         int64_t left = (deadline - monotime_us()) / 1000 - CONN_RECV_MARGIN_MS;

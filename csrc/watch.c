@@ -79,9 +79,9 @@ static int meth_renewed(lua_State *L) {
 }
 
 /* watch:claim(masters): Redlock only, right after watch: the masters that
- * refused the lock because another value was there, as a sum of 2^(i-1) for the i-th (at most the
- * first 52: exact in a double, on every Lua), are asked to take the key
- * back at the first renewal (wd_claim). */
+ * refused the lock because another value was there, as a sum of 2^(i-1)
+ * for the i-th (at most the first 52: exact in a double, on every Lua),
+ * are asked to take the key back at the first renewal (wd_claim). */
 static int meth_claim(lua_State *L) {
     watch_ud *u = watch_check(L);
     lua_Number m = luaL_checknumber(L, 2);

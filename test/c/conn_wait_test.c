@@ -30,22 +30,13 @@
 #include <hiredis.h>
 
 #include "check.h"
+#include "conn_pair.h"
 #include "conn.h"
 #include "deadline.h"
 #include "monotime.h"
 
 static conn *pair_conn(int *peer) {
-    conn_config cfg;
-    conn *c;
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) abort();
-    memset(&cfg, 0, sizeof cfg);
-    cfg.path = (char *)"/nonexistent";
-    c = conn_new(&cfg);
-    if (c == NULL) abort();
-    conn_adopt_fd(c, sv[0]);
-    *peer = sv[1];
-    return c;
+    return conn_pair(SOCK_NONBLOCK | SOCK_CLOEXEC, peer);
 }
 
 /* The fd's SO_RCVTIMEO in ms (0: none), as the kernel keeps it: rounded up
