@@ -18,7 +18,6 @@
 #include "client_internal.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,20 +25,12 @@
 #include "lauxlib.h"
 #include "compat.h"
 #include "conn.h"
-#include "deadline.h"
-#include "fanout.h"
 #include "luaval.h"
-#include "monotime.h"
 #include "router.h"
 #include "script.h"
-#include "slot.h"
 #include "topo.h"
 #include "watch.h"
 #include "watchdog.h"
-
-#define CLIENT_MAX_SEEDS 64
-
-static int client_result(lua_State *L, client_ud *u, redisReply *r);
 
 client_ud *client_check(lua_State *L) {
     client_ud *u = (client_ud *)udata_check(L, 1, UDATA_CLIENT, sizeof(client_ud), CLIENT_MT);
@@ -47,207 +38,8 @@ client_ud *client_check(lua_State *L) {
     return u;
 }
 
-/* Pushes a closed-state client userdata (safe to collect whatever follows). */
-static client_ud *client_push_closed(lua_State *L) {
+client_ud *client_push_closed(lua_State *L) {
     return (client_ud *)udata_new(L, sizeof(client_ud), UDATA_CLIENT, CLIENT_MT);
-}
-
-/* ---- reading the config table ------------------------------------------ */
-
-static const char *client_opt_string(lua_State *L, int t, const char *key) {
-    const char *s;
-    size_t len;
-    lua_getfield(L, t, key);
-    if (lua_isnil(L, -1)) {
-        lua_pop(L, 1);
-        return NULL;
-    }
-    if (lua_type(L, -1) != LUA_TSTRING)
-        luaL_error(L, "bad config field '%s' (string expected, got %s)", key, luaL_typename(L, -1));
-    /* Left on the stack so that it stays alive until connect returns, even
-     * if an __index metamethod made it up. These go to C strings (a host
-     * name, AUTH): an embedded NUL would silently cut them, so refuse it. */
-    s = lua_tolstring(L, -1, &len);
-    if (strlen(s) != len)
-        luaL_error(L, "bad config field '%s' (contains a NUL byte)", key);
-    return s;
-}
-
-static lua_Number client_opt_number(lua_State *L, int t, const char *key,
-                                    lua_Number dflt, lua_Number lo, lua_Number hi) {
-    lua_Number n;
-    lua_getfield(L, t, key);
-    if (lua_isnil(L, -1)) {
-        lua_pop(L, 1);
-        return dflt;
-    }
-    if (lua_type(L, -1) != LUA_TNUMBER)
-        luaL_error(L, "bad config field '%s' (number expected, got %s)", key, luaL_typename(L, -1));
-    n = lua_tonumber(L, -1);
-    lua_pop(L, 1);
-    if (!(n >= lo && n <= hi)) /* also rejects NaN */
-        luaL_error(L, "bad config field '%s' (out of range)", key);
-    return n;
-}
-
-/* The "host:port" strings of the array field `key`, kept on the stack. */
-static int client_opt_seeds(lua_State *L, int t, const char *key, const char **out, int max) {
-    int n = 0, i;
-    lua_getfield(L, t, key);
-    if (lua_isnil(L, -1)) return 0;
-    if (lua_type(L, -1) != LUA_TTABLE)
-        luaL_error(L, "bad config field '%s' (table expected, got %s)", key, luaL_typename(L, -1));
-    for (i = 1; i <= max + 1; i++) {
-        size_t len;
-        lua_rawgeti(L, -1, i);
-        if (lua_isnil(L, -1)) {
-            lua_pop(L, 1);
-            break;
-        }
-        if (i > max) luaL_error(L, "bad config field '%s' (at most %d addresses)", key, max);
-        if (lua_type(L, -1) != LUA_TSTRING)
-            luaL_error(L, "bad config field '%s' (strings expected)", key);
-        out[n] = lua_tolstring(L, -1, &len);
-        if (strlen(out[n]) != len) luaL_error(L, "bad config field '%s' (contains a NUL byte)", key);
-        n++;
-        lua_insert(L, -2);   /* keep the string below the table */
-    }
-    return n;
-}
-
-/* Redlock: the masters of config field `nodes`, each a table of host=,
- * port=, path=, username=, password=, db=, added to t. Returns how many. */
-static int client_opt_nodes(lua_State *L, int idx, topo *t) {
-    int i, n = 0;
-    lua_getfield(L, idx, "nodes");
-    if (lua_type(L, -1) != LUA_TTABLE) luaL_error(L, "bad config field 'nodes' (table expected)");
-    for (i = 1; i <= 64; i++) {
-        topo_node node;
-        int top;
-        lua_rawgeti(L, -1, i);
-        if (lua_isnil(L, -1)) {
-            lua_pop(L, 1);
-            break;
-        }
-        if (lua_type(L, -1) != LUA_TTABLE) luaL_error(L, "bad config field 'nodes' (tables expected)");
-        top = lua_gettop(L);
-        memset(&node, 0, sizeof node);
-        node.own_auth = 1;
-        node.host = (char *)client_opt_string(L, top, "host");
-        node.path = (char *)client_opt_string(L, top, "path");
-        node.username = (char *)client_opt_string(L, top, "username");
-        node.password = (char *)client_opt_string(L, top, "password");
-        node.port = (int)client_opt_number(L, top, "port", 6379, 1, 65535);
-        node.db = (int)client_opt_number(L, top, "db", 0, 0, 1 << 20);
-        if (node.host == NULL && node.path == NULL) node.host = (char *)"127.0.0.1";
-        if (topo_add_seed(t, &node) != 0) luaL_error(L, "out of memory");
-        lua_settop(L, top - 1);   /* the strings were copied */
-        n++;
-    }
-    lua_pop(L, 1);
-    return n;
-}
-
-/* core.connect{host=, port=, path=, username=, password=, db=,
- *              connect_timeout=, timeout=, lazy=, probe=, native_commands=,
- *              mode = "single" | "sentinel" | "cluster", seeds = {...},
- *              master=, sentinel_username=, sentinel_password=}
- *   -> client | nil, err, kind
- * Timeouts are in seconds. Loads the topology and connects and checks a
- * node (AUTH, SELECT, PING) at once, all within connect_timeout, so that a
- * wrong address or password, or a listener that does not answer, is
- * reported here, not at the first lock; lazy = true does not (a client that
- * only hosts the watchdog). probe = true also reads INFO memory.
- * native_commands = false: never detect nor use native compare commands
- * (native_cmd.h), on any of the client's connections; native_assume = bits
- * (tests only) claims those NATIVE_* features on every connection, to
- * drive the fallback paths on a server that lacks them. seeds: the
- * sentinels, or the cluster's seed nodes, as "host:port". */
-int client_global_connect(lua_State *L) {
-    conn_config cfg;
-    client_ud *u;
-    const char *seeds[CLIENT_MAX_SEEDS], *mode_name, *master, *suser, *spass;
-    char err[CONN_ERRSTR_LEN];
-    int lazy, probe, mode, nseeds;
-    luaL_checktype(L, 1, LUA_TTABLE);
-    memset(&cfg, 0, sizeof cfg);
-    cfg.host = (char *)client_opt_string(L, 1, "host");
-    cfg.path = (char *)client_opt_string(L, 1, "path");
-    cfg.username = (char *)client_opt_string(L, 1, "username");
-    cfg.password = (char *)client_opt_string(L, 1, "password");
-    cfg.port = (int)client_opt_number(L, 1, "port", 6379, 1, 65535);
-    cfg.db = (int)client_opt_number(L, 1, "db", 0, 0, 1 << 20);
-    cfg.connect_timeout_ms = (long)(client_opt_number(L, 1, "connect_timeout", 2, 0.001, 86400) * 1000);
-    cfg.timeout_ms = (long)(client_opt_number(L, 1, "timeout", 2, 0, 86400) * 1000);
-    mode_name = client_opt_string(L, 1, "mode");
-    master = client_opt_string(L, 1, "master");
-    suser = client_opt_string(L, 1, "sentinel_username");
-    spass = client_opt_string(L, 1, "sentinel_password");
-    nseeds = client_opt_seeds(L, 1, "seeds", seeds, CLIENT_MAX_SEEDS);
-    if (cfg.host == NULL && cfg.path == NULL) cfg.host = (char *)"127.0.0.1";
-    if (cfg.username != NULL && cfg.password == NULL)
-        luaL_error(L, "bad config field 'username' (a password is required with it)");
-    if (cfg.path != NULL && cfg.path[0] == '\0')
-        luaL_error(L, "bad config field 'path' (non-empty string expected)");
-    if (cfg.host != NULL && cfg.host[0] == '\0')
-        luaL_error(L, "bad config field 'host' (non-empty string expected)");
-    if (mode_name == NULL || strcmp(mode_name, "single") == 0) mode = TOPO_SINGLE;
-    else if (strcmp(mode_name, "sentinel") == 0) mode = TOPO_SENTINEL;
-    else if (strcmp(mode_name, "cluster") == 0) mode = TOPO_CLUSTER;
-    else if (strcmp(mode_name, "redlock") == 0) mode = TOPO_REDLOCK;
-    else return luaL_error(L, "bad config field 'mode' (single, sentinel, cluster or redlock expected)");
-    if (mode != TOPO_SINGLE && mode != TOPO_REDLOCK && nseeds == 0)
-        luaL_error(L, "bad config field 'seeds' (at least one host:port expected)");
-    if (mode == TOPO_SENTINEL && master == NULL)
-        luaL_error(L, "bad config field 'master' (the master's name expected)");
-    if (mode == TOPO_CLUSTER && cfg.db != 0)
-        luaL_error(L, "bad config field 'db' (a cluster has only database 0)");
-    lua_getfield(L, 1, "lazy");
-    lazy = lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    lua_getfield(L, 1, "probe");
-    probe = lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    lua_getfield(L, 1, "native_commands");   /* false: scripts only, no detection */
-    cfg.no_native = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    cfg.native_assume = (unsigned)client_opt_number(L, 1, "native_assume", 0, 0, 31);   /* tests */
-
-    /* Closed-state userdata first: if anything below raises, __gc is safe. */
-    u = client_push_closed(L);
-    u->t = topo_new(mode, &cfg, seeds, nseeds, master, suser, spass, err, sizeof err);
-    if (u->t == NULL) return luaL_error(L, "bad config field 'seeds' (%s)", err);
-    if (mode == TOPO_REDLOCK && client_opt_nodes(L, 1, u->t) < 1)
-        return luaL_error(L, "bad config field 'nodes' (at least one master expected)");
-    u->r = router_new(u->t, 1);
-    if (u->r == NULL) return luaL_error(L, "out of memory");
-    u->r->probe = probe;
-    if (lazy) return 1;  /* connects at its first command, if any */
-    if (mode == TOPO_REDLOCK) {
-        /* independent masters: the policy (redlock.lua) checks a majority */
-        if (router_sync(u->r) != 0) return client_result(L, u, NULL);
-        return 1;
-    }
-    {
-        conn *c = NULL;
-        int ok = router_sync(u->r) == 0 && (c = router_conn(u->r, 0)) != NULL && conn_ensure(c) == 0;
-        if (!ok) {
-            lua_pushnil(L);
-            if (c && c->err) {
-                lua_pushstring(L, c->errstr);
-                lua_pushstring(L, conn_kind(c->err));
-            } else {
-                lua_pushstring(L, u->r->errstr);
-                lua_pushstring(L, router_kind(u->r));
-            }
-            router_free(u->r);
-            topo_release(u->t);
-            u->r = NULL;
-            u->t = NULL;
-            return 3;
-        }
-    }
-    return 1;
 }
 
 /* client:wait_client() -> a client on the same topology with connections
@@ -273,10 +65,7 @@ int client_global_number_arg(lua_State *L) {
     return 1;
 }
 
-/* Pushes the Lua result of a command: the reply, or nil, err, kind (kind:
- * "connection", "timeout", "redis", "memory": callers branch on it, never
- * on the message's text). Frees r. */
-static int client_result(lua_State *L, client_ud *u, redisReply *r) {
+int client_result(lua_State *L, client_ud *u, redisReply *r) {
     if (r == NULL) {
         lua_pushnil(L);
         lua_pushstring(L, u->r->errstr);
@@ -328,112 +117,6 @@ static int meth_command(lua_State *L) {
     n = luaval_args(L, 2, argv, lens, CLIENT_MAX_COMMAND_ARGS);
     return client_result(L, u, route_command(u->r, n > 1 ? argv[1] : NULL, n > 1 ? lens[1] : 0,
                                              n, argv, lens));
-}
-
-/* Enough answers for a quorum decision: yes (1, or {1, ...}) reached the
- * quorum, or so many said no (anything else) that it never can. */
-static int client_quorum_enough(const fanout_result *res, int n, void *ud) {
-    int quorum = *(const int *)ud, yes = 0, no = 0, i;
-    if (quorum <= 0) return 0;
-    for (i = 0; i < n; i++) {
-        const redisReply *r = res[i].reply;
-        if (!res[i].done) continue;
-        if (r && ((r->type == REDIS_REPLY_INTEGER && r->integer >= 1) ||
-                  (r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-                   r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1)))
-            yes++;
-        else
-            no++;
-    }
-    return yes >= quorum || no > n - quorum;
-}
-
-/* client:fanout(timeout, quorum, name, keys..., args...) -> { result... }
- * Redlock: runs the embedded script `name` on every master at once (see
- * fanout.c), waiting at most `timeout` seconds, or until a quorum of
- * "yes" (or so many "no" that no quorum can come) when quorum > 0. One
- * result per master, in order: { ok = reply } or { err = msg, kind = k }. */
-static int meth_fanout(lua_State *L) {
-    const char *argv[SCRIPT_MAX_ARGS];
-    size_t lens[SCRIPT_MAX_ARGS];
-    client_ud *u = client_check(L);
-    lua_Number timeout = luaL_checknumber(L, 2);
-    int quorum = (int)luaL_checkinteger(L, 3), n, i, nargs;
-    size_t len;
-    const char *name = luaL_checklstring(L, 4, &len);
-    const script_def *s = script_find_len(name, len);
-    fanout_result *res;
-    if (!(timeout > 0 && timeout <= 86400)) return luaL_argerror(L, 2, "timeout out of range");
-    if (s == NULL) return luaL_argerror(L, 4, "no such script");
-    nargs = luaval_args(L, 5, argv, lens, SCRIPT_MAX_ARGS);
-    if (nargs < s->nkeys)
-        return luaL_error(L, "script '%s' takes %d keys, got %d arguments", s->name, s->nkeys, nargs);
-    if (router_sync(u->r) != 0) return client_result(L, u, NULL);
-    n = u->r->nconns;
-    res = (fanout_result *)lua_newuserdata(L, (size_t)(n ? n : 1) * sizeof *res);
-    if (fanout_script(u->r, s, nargs, argv, lens, deadline_in_ms((long)(timeout * 1000)),
-                      client_quorum_enough, &quorum, res) < 0) {
-        lua_pushnil(L);
-        lua_pushliteral(L, "out of memory");
-        return 2;
-    }
-    lua_createtable(L, n, 0);
-    for (i = 0; i < n; i++) {
-        lua_createtable(L, 0, 2);
-        if (res[i].reply && res[i].reply->type != REDIS_REPLY_ERROR) {
-            luaval_push_reply(L, res[i].reply, 0);
-            lua_setfield(L, -2, "ok");
-        } else if (res[i].reply) {
-            lua_pushfstring(L, "redis error: %s", res[i].reply->str ? res[i].reply->str : "");
-            lua_setfield(L, -2, "err");
-            lua_pushliteral(L, "redis");
-            lua_setfield(L, -2, "kind");
-        } else {
-            lua_pushstring(L, res[i].errstr[0] ? res[i].errstr : "no answer");
-            lua_setfield(L, -2, "err");
-            lua_pushstring(L, conn_kind(res[i].err));
-            lua_setfield(L, -2, "kind");
-        }
-        lua_rawseti(L, -2, i + 1);
-    }
-    fanout_free(res, n);
-    return 1;
-}
-
-/* client:replicas(n, timeout_seconds) -> acks | nil, err, kind
- * WAIT n timeout on the connection of the last command (where the write
- * that must reach the replicas was made). */
-static int meth_replicas(lua_State *L) {
-    client_ud *u = client_check(L);
-    lua_Number n = luaL_checknumber(L, 2), t = luaL_checknumber(L, 3);
-    char nbuf[24], tbuf[24];
-    const char *argv[3];
-    size_t lens[3];
-    conn *c;
-    redisReply *r;
-    if (!(n >= 0 && n <= 1e6)) return luaL_argerror(L, 2, "replica count out of range");
-    if (!(t >= 0 && t <= 86400)) return luaL_argerror(L, 3, "timeout out of range");
-    if (u->r->last_node < 0 || u->r->snap == NULL || u->r->last_node >= u->r->nconns ||
-        (c = u->r->conns[u->r->last_node]) == NULL || c->fd < 0) {
-        lua_pushnil(L);
-        lua_pushliteral(L, "connection lost: the write's connection is gone");
-        lua_pushliteral(L, "connection");
-        return 3;
-    }
-    argv[0] = "WAIT";
-    lens[0] = 4;
-    argv[1] = nbuf;
-    lens[1] = (size_t)snprintf(nbuf, sizeof nbuf, "%d", (int)n);
-    argv[2] = tbuf;
-    lens[2] = (size_t)snprintf(tbuf, sizeof tbuf, "%ld", (long)(t * 1000));
-    if (conn_append(c, 3, argv, lens) != 0) return client_result(L, u, NULL);
-    /* Redis answers WAIT at its own timeout: give the socket a little more */
-    r = conn_read(c, deadline_in_ms((long)(t * 1000) + (u->r->timeout_ms > 0 ? u->r->timeout_ms : 2000)));
-    if (r == NULL) {
-        u->r->err = c->err;
-        snprintf(u->r->errstr, sizeof u->r->errstr, "%s", c->errstr);
-    }
-    return client_result(L, u, r);
 }
 
 /* The watchdog, made on first use, on the client's topology (its own
@@ -679,8 +362,6 @@ static int meth_tostring(lua_State *L) {
 static const luaL_Reg client_methods[] = {
     {"script", meth_script},
     {"command", meth_command},
-    {"replicas", meth_replicas},
-    {"fanout", meth_fanout},
     {"wait_client", meth_wait_client},
     {"watch", meth_watch},
     {"losses", meth_losses},
@@ -706,6 +387,7 @@ void client_register(lua_State *L) {
     luaL_newmetatable(L, CLIENT_MT);     /* mt */
     luaL_setfuncs(L, client_meta, 0);
     luaL_newlib(L, client_methods);      /* mt, methods */
+    luaL_setfuncs(L, client_quorum_methods, 0);
     luaL_setfuncs(L, client_topo_methods, 0);
     luaL_setfuncs(L, client_events_methods, 0);
     lua_setfield(L, -2, "__index");      /* mt */

@@ -1,5 +1,5 @@
-/* client_internal.h: the client userdata, for client.c, client_topo.c and
- * client_native.c. */
+/* client_internal.h: the client userdata, for client.c and the client_*.c
+ * files that hold its other concerns. */
 #ifndef REDISLOCK_CLIENT_INTERNAL_H
 #define REDISLOCK_CLIENT_INTERNAL_H
 
@@ -23,6 +23,17 @@ typedef struct client_ud {
 
 /* The client at stack index 1; raises if it is closed. */
 client_ud *client_check(lua_State *L);
+
+/* Pushes a closed-state client userdata (safe to collect whatever follows). */
+client_ud *client_push_closed(lua_State *L);
+
+/* Pushes the Lua result of a command: the reply, or nil, err, kind (kind:
+ * "connection", "timeout", "redis", "memory": callers branch on it, never
+ * on the message's text). Frees r. */
+int client_result(lua_State *L, client_ud *u, redisReply *r);
+
+/* The Redlock fan-out and WAIT (client_quorum.c). */
+extern const luaL_Reg client_quorum_methods[];
 
 /* The topology methods (client_topo.c). */
 extern const luaL_Reg client_topo_methods[];

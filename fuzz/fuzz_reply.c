@@ -2,14 +2,11 @@
  * fuzz/fuzz_reply.c: a libFuzzer target over the C core's code that handles
  * untrusted data, without any network.
  *
- * Why `#include "../csrc/client.c"`: the code that turns Redis replies into
- * Lua values (client_result; luaval.c has the reply conversion) and the client userdata
- * layout (client_ud) are static in client.c. Including the .c file makes them
- * reachable from this translation unit without changing the core. The other
- * csrc files
- * are compiled and linked next to it as usual (fuzz/Makefile); they need
- * build/scripts_gen.h, which the top-level `make` generates. Names in this
- * file start with fz_ so they never clash with client.c's statics.
+ * The code that turns Redis replies into Lua values (client_result;
+ * luaval.c has the reply conversion) and the client userdata layout
+ * (client_ud) come from client_internal.h; every csrc file is compiled and
+ * linked next to this one (fuzz/Makefile). They need build/scripts_gen.h,
+ * which the top-level `make` generates. Names in this file start with fz_.
  *
  * The input's first byte picks a mode; the readable letters are what the seed
  * corpus uses, any other byte is taken modulo 5:
@@ -50,11 +47,18 @@
  * "redislock:". A violation aborts (libFuzzer records the input).
  */
 #define _GNU_SOURCE
-#include "../csrc/client.c"
+#include "client.h"
+#include "client_internal.h"
+#include "conn.h"
+#include "luaval.h"
+#include "monotime.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -379,7 +383,7 @@ static int fz_noop(lua_State *L) {
 }
 
 /* __index for fuzz metatables: raise, or make up a value on the fly. A made-
- * up string is referenced from nowhere else, which is what client.c's
+ * up string is referenced from nowhere else, which is what client_connect.c's
  * "left on the stack" comment is about. */
 static int fz_index(lua_State *L) {
     lua_Integer mode = lua_tointeger(L, lua_upvalueindex(1));

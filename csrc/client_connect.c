@@ -1,0 +1,216 @@
+/*
+ * client_connect.c: core.connect, which reads the config table once (every
+ * field checked here, with the field's name in the error: the hot path
+ * checks nothing again), builds the client's topology and router, and
+ * connects and checks a node before returning, so that a wrong address or
+ * password is reported at connect, not at the first lock.
+ */
+#include "client.h"
+#include "client_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "lauxlib.h"
+#include "compat.h"
+#include "conn.h"
+#include "router.h"
+#include "topo.h"
+
+#define CLIENT_MAX_SEEDS 64
+
+static const char *client_opt_string(lua_State *L, int t, const char *key) {
+    const char *s;
+    size_t len;
+    lua_getfield(L, t, key);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        return NULL;
+    }
+    if (lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "bad config field '%s' (string expected, got %s)", key, luaL_typename(L, -1));
+    /* Left on the stack so that it stays alive until connect returns, even
+     * if an __index metamethod made it up. These go to C strings (a host
+     * name, AUTH): an embedded NUL would silently cut them, so refuse it. */
+    s = lua_tolstring(L, -1, &len);
+    if (strlen(s) != len)
+        luaL_error(L, "bad config field '%s' (contains a NUL byte)", key);
+    return s;
+}
+
+static lua_Number client_opt_number(lua_State *L, int t, const char *key,
+                                    lua_Number dflt, lua_Number lo, lua_Number hi) {
+    lua_Number n;
+    lua_getfield(L, t, key);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        return dflt;
+    }
+    if (lua_type(L, -1) != LUA_TNUMBER)
+        luaL_error(L, "bad config field '%s' (number expected, got %s)", key, luaL_typename(L, -1));
+    n = lua_tonumber(L, -1);
+    lua_pop(L, 1);
+    if (!(n >= lo && n <= hi)) /* also rejects NaN */
+        luaL_error(L, "bad config field '%s' (out of range)", key);
+    return n;
+}
+
+/* The "host:port" strings of the array field `key`, kept on the stack. */
+static int client_opt_seeds(lua_State *L, int t, const char *key, const char **out, int max) {
+    int n = 0, i;
+    lua_getfield(L, t, key);
+    if (lua_isnil(L, -1)) return 0;
+    if (lua_type(L, -1) != LUA_TTABLE)
+        luaL_error(L, "bad config field '%s' (table expected, got %s)", key, luaL_typename(L, -1));
+    for (i = 1; i <= max + 1; i++) {
+        size_t len;
+        lua_rawgeti(L, -1, i);
+        if (lua_isnil(L, -1)) {
+            lua_pop(L, 1);
+            break;
+        }
+        if (i > max) luaL_error(L, "bad config field '%s' (at most %d addresses)", key, max);
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "bad config field '%s' (strings expected)", key);
+        out[n] = lua_tolstring(L, -1, &len);
+        if (strlen(out[n]) != len) luaL_error(L, "bad config field '%s' (contains a NUL byte)", key);
+        n++;
+        lua_insert(L, -2);   /* keep the string below the table */
+    }
+    return n;
+}
+
+/* Redlock: the masters of config field `nodes`, each a table of host=,
+ * port=, path=, username=, password=, db=, added to t. Returns how many. */
+static int client_opt_nodes(lua_State *L, int idx, topo *t) {
+    int i, n = 0;
+    lua_getfield(L, idx, "nodes");
+    if (lua_type(L, -1) != LUA_TTABLE) luaL_error(L, "bad config field 'nodes' (table expected)");
+    for (i = 1; i <= 64; i++) {
+        topo_node node;
+        int top;
+        lua_rawgeti(L, -1, i);
+        if (lua_isnil(L, -1)) {
+            lua_pop(L, 1);
+            break;
+        }
+        if (lua_type(L, -1) != LUA_TTABLE) luaL_error(L, "bad config field 'nodes' (tables expected)");
+        top = lua_gettop(L);
+        memset(&node, 0, sizeof node);
+        node.own_auth = 1;
+        node.host = (char *)client_opt_string(L, top, "host");
+        node.path = (char *)client_opt_string(L, top, "path");
+        node.username = (char *)client_opt_string(L, top, "username");
+        node.password = (char *)client_opt_string(L, top, "password");
+        node.port = (int)client_opt_number(L, top, "port", 6379, 1, 65535);
+        node.db = (int)client_opt_number(L, top, "db", 0, 0, 1 << 20);
+        if (node.host == NULL && node.path == NULL) node.host = (char *)"127.0.0.1";
+        if (topo_add_seed(t, &node) != 0) luaL_error(L, "out of memory");
+        lua_settop(L, top - 1);   /* the strings were copied */
+        n++;
+    }
+    lua_pop(L, 1);
+    return n;
+}
+
+/* core.connect{host=, port=, path=, username=, password=, db=,
+ *              connect_timeout=, timeout=, lazy=, probe=, native_commands=,
+ *              mode = "single" | "sentinel" | "cluster", seeds = {...},
+ *              master=, sentinel_username=, sentinel_password=}
+ *   -> client | nil, err, kind
+ * Timeouts are in seconds. Loads the topology and connects and checks a
+ * node (AUTH, SELECT, PING) at once, all within connect_timeout, so that a
+ * wrong address or password, or a listener that does not answer, is
+ * reported here, not at the first lock; lazy = true does not (a client that
+ * only hosts the watchdog). probe = true also reads INFO memory.
+ * native_commands = false: never detect nor use native compare commands
+ * (native_cmd.h), on any of the client's connections; native_assume = bits
+ * (tests only) claims those NATIVE_* features on every connection, to
+ * drive the fallback paths on a server that lacks them. seeds: the
+ * sentinels, or the cluster's seed nodes, as "host:port". */
+int client_global_connect(lua_State *L) {
+    conn_config cfg;
+    client_ud *u;
+    const char *seeds[CLIENT_MAX_SEEDS], *mode_name, *master, *suser, *spass;
+    char err[CONN_ERRSTR_LEN];
+    int lazy, probe, mode, nseeds;
+    luaL_checktype(L, 1, LUA_TTABLE);
+    memset(&cfg, 0, sizeof cfg);
+    cfg.host = (char *)client_opt_string(L, 1, "host");
+    cfg.path = (char *)client_opt_string(L, 1, "path");
+    cfg.username = (char *)client_opt_string(L, 1, "username");
+    cfg.password = (char *)client_opt_string(L, 1, "password");
+    cfg.port = (int)client_opt_number(L, 1, "port", 6379, 1, 65535);
+    cfg.db = (int)client_opt_number(L, 1, "db", 0, 0, 1 << 20);
+    cfg.connect_timeout_ms = (long)(client_opt_number(L, 1, "connect_timeout", 2, 0.001, 86400) * 1000);
+    cfg.timeout_ms = (long)(client_opt_number(L, 1, "timeout", 2, 0, 86400) * 1000);
+    mode_name = client_opt_string(L, 1, "mode");
+    master = client_opt_string(L, 1, "master");
+    suser = client_opt_string(L, 1, "sentinel_username");
+    spass = client_opt_string(L, 1, "sentinel_password");
+    nseeds = client_opt_seeds(L, 1, "seeds", seeds, CLIENT_MAX_SEEDS);
+    if (cfg.host == NULL && cfg.path == NULL) cfg.host = (char *)"127.0.0.1";
+    if (cfg.username != NULL && cfg.password == NULL)
+        luaL_error(L, "bad config field 'username' (a password is required with it)");
+    if (cfg.path != NULL && cfg.path[0] == '\0')
+        luaL_error(L, "bad config field 'path' (non-empty string expected)");
+    if (cfg.host != NULL && cfg.host[0] == '\0')
+        luaL_error(L, "bad config field 'host' (non-empty string expected)");
+    if (mode_name == NULL || strcmp(mode_name, "single") == 0) mode = TOPO_SINGLE;
+    else if (strcmp(mode_name, "sentinel") == 0) mode = TOPO_SENTINEL;
+    else if (strcmp(mode_name, "cluster") == 0) mode = TOPO_CLUSTER;
+    else if (strcmp(mode_name, "redlock") == 0) mode = TOPO_REDLOCK;
+    else return luaL_error(L, "bad config field 'mode' (single, sentinel, cluster or redlock expected)");
+    if (mode != TOPO_SINGLE && mode != TOPO_REDLOCK && nseeds == 0)
+        luaL_error(L, "bad config field 'seeds' (at least one host:port expected)");
+    if (mode == TOPO_SENTINEL && master == NULL)
+        luaL_error(L, "bad config field 'master' (the master's name expected)");
+    if (mode == TOPO_CLUSTER && cfg.db != 0)
+        luaL_error(L, "bad config field 'db' (a cluster has only database 0)");
+    lua_getfield(L, 1, "lazy");
+    lazy = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    lua_getfield(L, 1, "probe");
+    probe = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    lua_getfield(L, 1, "native_commands");   /* false: scripts only, no detection */
+    cfg.no_native = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    cfg.native_assume = (unsigned)client_opt_number(L, 1, "native_assume", 0, 0, 31);   /* tests */
+
+    /* Closed-state userdata first: if anything below raises, __gc is safe. */
+    u = client_push_closed(L);
+    u->t = topo_new(mode, &cfg, seeds, nseeds, master, suser, spass, err, sizeof err);
+    if (u->t == NULL) return luaL_error(L, "bad config field 'seeds' (%s)", err);
+    if (mode == TOPO_REDLOCK && client_opt_nodes(L, 1, u->t) < 1)
+        return luaL_error(L, "bad config field 'nodes' (at least one master expected)");
+    u->r = router_new(u->t, 1);
+    if (u->r == NULL) return luaL_error(L, "out of memory");
+    u->r->probe = probe;
+    if (lazy) return 1;  /* connects at its first command, if any */
+    if (mode == TOPO_REDLOCK) {
+        /* independent masters: the policy (redlock.lua) checks a majority */
+        if (router_sync(u->r) != 0) return client_result(L, u, NULL);
+        return 1;
+    }
+    {
+        conn *c = NULL;
+        int ok = router_sync(u->r) == 0 && (c = router_conn(u->r, 0)) != NULL && conn_ensure(c) == 0;
+        if (!ok) {
+            lua_pushnil(L);
+            if (c && c->err) {
+                lua_pushstring(L, c->errstr);
+                lua_pushstring(L, conn_kind(c->err));
+            } else {
+                lua_pushstring(L, u->r->errstr);
+                lua_pushstring(L, router_kind(u->r));
+            }
+            router_free(u->r);
+            topo_release(u->t);
+            u->r = NULL;
+            u->t = NULL;
+            return 3;
+        }
+    }
+    return 1;
+}

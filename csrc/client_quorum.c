@@ -1,0 +1,129 @@
+/*
+ * client_quorum.c: the client's calls that ask several servers and count
+ * their answers: the Redlock fan-out (one script on every master at once,
+ * until a quorum decides) and WAIT (how many replicas have a write).
+ */
+#include "client_internal.h"
+
+#include <stdio.h>
+
+#include "lauxlib.h"
+#include "compat.h"
+#include "conn.h"
+#include "deadline.h"
+#include "fanout.h"
+#include "luaval.h"
+#include "router.h"
+#include "script.h"
+
+/* Enough answers for a quorum decision: yes (1, or {1, ...}) reached the
+ * quorum, or so many said no (anything else) that it never can. */
+static int client_quorum_enough(const fanout_result *res, int n, void *ud) {
+    int quorum = *(const int *)ud, yes = 0, no = 0, i;
+    if (quorum <= 0) return 0;
+    for (i = 0; i < n; i++) {
+        const redisReply *r = res[i].reply;
+        if (!res[i].done) continue;
+        if (r && ((r->type == REDIS_REPLY_INTEGER && r->integer >= 1) ||
+                  (r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                   r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1)))
+            yes++;
+        else
+            no++;
+    }
+    return yes >= quorum || no > n - quorum;
+}
+
+/* client:fanout(timeout, quorum, name, keys..., args...) -> { result... }
+ * Redlock: runs the embedded script `name` on every master at once (see
+ * fanout.c), waiting at most `timeout` seconds, or until a quorum of
+ * "yes" (or so many "no" that no quorum can come) when quorum > 0. One
+ * result per master, in order: { ok = reply } or { err = msg, kind = k }. */
+static int meth_fanout(lua_State *L) {
+    const char *argv[SCRIPT_MAX_ARGS];
+    size_t lens[SCRIPT_MAX_ARGS];
+    client_ud *u = client_check(L);
+    lua_Number timeout = luaL_checknumber(L, 2);
+    int quorum = (int)luaL_checkinteger(L, 3), n, i, nargs;
+    size_t len;
+    const char *name = luaL_checklstring(L, 4, &len);
+    const script_def *s = script_find_len(name, len);
+    fanout_result *res;
+    if (!(timeout > 0 && timeout <= 86400)) return luaL_argerror(L, 2, "timeout out of range");
+    if (s == NULL) return luaL_argerror(L, 4, "no such script");
+    nargs = luaval_args(L, 5, argv, lens, SCRIPT_MAX_ARGS);
+    if (nargs < s->nkeys)
+        return luaL_error(L, "script '%s' takes %d keys, got %d arguments", s->name, s->nkeys, nargs);
+    if (router_sync(u->r) != 0) return client_result(L, u, NULL);
+    n = u->r->nconns;
+    res = (fanout_result *)lua_newuserdata(L, (size_t)(n ? n : 1) * sizeof *res);
+    if (fanout_script(u->r, s, nargs, argv, lens, deadline_in_ms((long)(timeout * 1000)),
+                      client_quorum_enough, &quorum, res) < 0) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "out of memory");
+        return 2;
+    }
+    lua_createtable(L, n, 0);
+    for (i = 0; i < n; i++) {
+        lua_createtable(L, 0, 2);
+        if (res[i].reply && res[i].reply->type != REDIS_REPLY_ERROR) {
+            luaval_push_reply(L, res[i].reply, 0);
+            lua_setfield(L, -2, "ok");
+        } else if (res[i].reply) {
+            lua_pushfstring(L, "redis error: %s", res[i].reply->str ? res[i].reply->str : "");
+            lua_setfield(L, -2, "err");
+            lua_pushliteral(L, "redis");
+            lua_setfield(L, -2, "kind");
+        } else {
+            lua_pushstring(L, res[i].errstr[0] ? res[i].errstr : "no answer");
+            lua_setfield(L, -2, "err");
+            lua_pushstring(L, conn_kind(res[i].err));
+            lua_setfield(L, -2, "kind");
+        }
+        lua_rawseti(L, -2, i + 1);
+    }
+    fanout_free(res, n);
+    return 1;
+}
+
+/* client:replicas(n, timeout_seconds) -> acks | nil, err, kind
+ * WAIT n timeout on the connection of the last command (where the write
+ * that must reach the replicas was made). */
+static int meth_replicas(lua_State *L) {
+    client_ud *u = client_check(L);
+    lua_Number n = luaL_checknumber(L, 2), t = luaL_checknumber(L, 3);
+    char nbuf[24], tbuf[24];
+    const char *argv[3];
+    size_t lens[3];
+    conn *c;
+    redisReply *r;
+    if (!(n >= 0 && n <= 1e6)) return luaL_argerror(L, 2, "replica count out of range");
+    if (!(t >= 0 && t <= 86400)) return luaL_argerror(L, 3, "timeout out of range");
+    if (u->r->last_node < 0 || u->r->snap == NULL || u->r->last_node >= u->r->nconns ||
+        (c = u->r->conns[u->r->last_node]) == NULL || c->fd < 0) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "connection lost: the write's connection is gone");
+        lua_pushliteral(L, "connection");
+        return 3;
+    }
+    argv[0] = "WAIT";
+    lens[0] = 4;
+    argv[1] = nbuf;
+    lens[1] = (size_t)snprintf(nbuf, sizeof nbuf, "%d", (int)n);
+    argv[2] = tbuf;
+    lens[2] = (size_t)snprintf(tbuf, sizeof tbuf, "%ld", (long)(t * 1000));
+    if (conn_append(c, 3, argv, lens) != 0) return client_result(L, u, NULL);
+    /* Redis answers WAIT at its own timeout: give the socket a little more */
+    r = conn_read(c, deadline_in_ms((long)(t * 1000) + (u->r->timeout_ms > 0 ? u->r->timeout_ms : 2000)));
+    if (r == NULL) {
+        u->r->err = c->err;
+        snprintf(u->r->errstr, sizeof u->r->errstr, "%s", c->errstr);
+    }
+    return client_result(L, u, r);
+}
+
+const luaL_Reg client_quorum_methods[] = {
+    {"fanout", meth_fanout},
+    {"replicas", meth_replicas},
+    {NULL, NULL}
+};
