@@ -285,6 +285,7 @@ int conn_begin(conn *c) {
     c->attempts++;   /* counters.h */
     c->pid = proc_id();
     c->native = 0;   /* learned anew by this handshake */
+    c->scripts_ran = 0;   /* a new connection may be to a new server */
     c->reader = redisReaderCreate();
     if (c->reader == NULL || conn_queue_handshake(c) != 0) {
         conn_fail(c, CONN_ENOMEM, "failed", "out of memory");

@@ -21,7 +21,7 @@ enum { FO_IDLE = 0, FO_CONNECTING, FO_SENT };
 typedef struct fanout_node {
     conn *c;
     int state;
-    int eval;                   /* sent as EVAL after a NOSCRIPT */
+    int eval;                   /* sent as EVAL (first use here, or after a NOSCRIPT) */
     int retried;                /* sent again once on a new connection */
     unsigned native;            /* sent as this native command (native_cmd.h) */
     int scripted;               /* the native one did not run: the script */
@@ -29,20 +29,31 @@ typedef struct fanout_node {
 
 /* The request: the native command that does what s does where the node
  * has one (its handshake read: a connection still connecting knows none
- * yet), else EVALSHA, or EVAL after a NOSCRIPT. */
-static int fanout_append(fanout_node *f, const script_def *s, int eval, int nargs,
+ * yet), else EVALSHA; or EVAL after a NOSCRIPT (resend), or while s has not
+ * run on this connection yet.
+ *
+ * Why EVAL at first use: the caller stops at a majority, and a request
+ * still unanswered then has its answer dropped (fanout.h). If that answer
+ * is NOSCRIPT, the script never ran on that master: an acquire on fresh
+ * masters (or ones just restarted) would hold only a bare majority,
+ * under load, until the watchdog took the key back there. EVAL runs it at
+ * once, and caches it. */
+static int fanout_append(fanout_node *f, const script_def *s, int resend, int nargs,
                          const char **args, const size_t *lens) {
     const char *argv[SCRIPT_MAX_ARGS + 3];
     size_t alens[SCRIPT_MAX_ARGS + 3];
     char nkeys[16];
     conn *c = f->c;
     native_cmd nc;
-    int i;
+    uint64_t bit = script_bit(s);
+    int i, eval;
     f->native = 0;
-    if (!eval && !f->scripted && native_build(c->native, s, nargs, args, lens, &nc)) {
+    if (!resend && !f->scripted && native_build(c->native, s, nargs, args, lens, &nc)) {
         f->native = nc.op;
         return conn_append(c, nc.argc, nc.argv, nc.lens);
     }
+    eval = resend || (bit != 0 && !(c->scripts_ran & bit));
+    f->eval = eval;
     argv[0] = eval ? "EVAL" : "EVALSHA";
     alens[0] = eval ? 4 : 7;
     argv[1] = eval ? s->source : s->sha;
@@ -115,7 +126,7 @@ static int fanout_step(fanout_node *f, fanout_result *res, short revents, const 
         }
         if (!f->eval && script_is_noscript(r)) {
             freeReplyObject(r);
-            f->eval = 1;
+            c->scripts_ran &= ~script_bit(s);   /* (the cache was flushed) */
             conn_note_noscript(c);
             if (fanout_append(f, s, 1, nargs, args, lens) != 0 || conn_flush_some(c) < 0) {
                 fanout_fail(res, c);
@@ -123,6 +134,7 @@ static int fanout_step(fanout_node *f, fanout_result *res, short revents, const 
             }
             continue;
         }
+        if (r->type != REDIS_REPLY_ERROR) c->scripts_ran |= script_bit(s);
         res->reply = r;
         res->done = 1;
         return 1;
@@ -145,7 +157,6 @@ static int fanout_send(fanout_node *f, fanout_result *res, const script_def *s, 
     } else {
         f->state = c->connecting ? FO_CONNECTING : FO_SENT;
     }
-    f->eval = 0;
     f->scripted = 0;
     if (fanout_append(f, s, 0, nargs, args, lens) != 0 ||
         (f->state == FO_SENT && conn_flush_some(c) < 0)) {

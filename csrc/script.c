@@ -64,6 +64,11 @@ const script_def *script_at(size_t i) {
     return i < SCRIPT_COUNT ? &script_table[i] : NULL;
 }
 
+uint64_t script_bit(const script_def *s) {
+    size_t i = (size_t)(s - script_table);
+    return i < SCRIPT_COUNT && i < 64 ? (uint64_t)1 << i : 0;
+}
+
 int script_is_noscript(const redisReply *r) {
     return r != NULL && r->type == REDIS_REPLY_ERROR && r->len >= 8 &&
            memcmp(r->str, "NOSCRIPT", 8) == 0;

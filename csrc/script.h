@@ -6,6 +6,7 @@
 #define REDISLOCK_SCRIPT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "conn.h"
 
 /* Most arguments (keys + argv) any script call takes. */
@@ -29,6 +30,9 @@ const script_def *script_find(const char *name);
 const script_def *script_find_len(const char *name, size_t len);
 size_t script_count(void);
 const script_def *script_at(size_t i);
+/* s's bit for a per-connection set of scripts (conn.h scripts_ran): bit
+ * i for script_at(i), 0 for none beyond the 64th. */
+uint64_t script_bit(const script_def *s);
 
 /* Is r Redis' NOSCRIPT error? */
 int script_is_noscript(const redisReply *r);

@@ -267,6 +267,35 @@ describe("redlock", function()
     stop_all(list)
   end)
 
+  -- The acquire returns at a majority; a master that answers later must
+  -- still have run it. Sent as EVALSHA to a master that never saw the
+  -- script, its late answer was NOSCRIPT, dropped: the lock sat on a bare
+  -- majority. A script not yet run on a connection now goes as EVAL.
+  it("an acquire runs on a master that answers after the majority, even one that never saw the script", function()
+    local list, urls = servers(3)
+    local c = assert(redislock.connect { redlock = urls })
+    list[3]:kill("STOP")
+    local ok, l, err = pcall(c.acquire, c, fresh(), { ttl = 10, watchdog = false })
+    list[3]:kill("CONT")
+    assert(ok, l)
+    assert(l, err)
+    local key = "{" .. l.name .. "}"
+    assert(helpers.wait_until(function() return value(list[3], key) == l.token end, 2, 0.02),
+      "master 3 never ran the acquire")
+    assert.is_true(l:release())
+    for i = 1, 3 do assert.is_nil(value(list[i], key)) end
+    -- a script cache flushed under a live connection: NOSCRIPT, then EVAL,
+    -- on every master
+    for i = 1, 3 do list[i]:cli_raw("SCRIPT", "FLUSH") end
+    local before = c:stats().noscript_reloads
+    local again = assert(c:acquire(fresh(), { ttl = 10, watchdog = false }))
+    assert(helpers.wait_until(function() return on_every(list, again) end, 2, 0.02))
+    assert.is_true(c:stats().noscript_reloads >= before + 2)
+    assert.is_true(again:release())
+    c:close()
+    stop_all(list)
+  end)
+
   it("restarting a majority without persistence lets a second holder in: the documented unsafe case", function()
     local list, urls = servers(3)
     local a = assert(redislock.connect { redlock = urls })
