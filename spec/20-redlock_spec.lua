@@ -29,7 +29,7 @@ local function value(srv, key)
 end
 
 -- whether every master holds l's token (an acquire returns at a majority:
--- a slow master may not have run it; the watchdog takes it back later)
+-- a slow master may not have run it yet)
 local function on_every(list, l)
   for _, srv in ipairs(list) do
     if value(srv, "{" .. l.name .. "}") ~= l.token then return false end
@@ -193,12 +193,11 @@ describe("redlock", function()
     stop_all(list)
   end)
 
-  -- The acquire returns at a majority: on fresh servers under load the third
-  -- master's first answer (NOSCRIPT) can still be on the wire then, and it
-  -- is dropped, so that master never ran the acquire. Deleting the key on
-  -- master 1 would then leave one master of three: a real loss. So the test
-  -- first waits for the watchdog to have the key on all three (it takes a
-  -- missing one back after a round that kept a majority).
+  -- The acquire returns at a majority: under load the third master may not
+  -- have run it yet (before the fan-out sent EVAL at a script's first use,
+  -- it never did: its NOSCRIPT came late and was dropped). Deleting the key
+  -- on master 1 then would leave one master of three: a real loss. So the
+  -- test first waits for the key on all three.
   it("the watchdog keeps a majority: a key lost on a minority is taken back, on a majority it is a loss", function()
     local list, urls = servers(3)
     local c = assert(redislock.connect { redlock = urls })
