@@ -5,75 +5,23 @@
  * close, remember why in errstr, connect again on the next call. The settings
  * (AUTH, SELECT) are re-applied on every connect, so a reconnected conn is
  * indistinguishable from the first one. Only hiredis' reply parser is used;
- * the socket and the request bytes are ours. Here: the conn's life, the
- * handshake, and the steps that never wait; conn_wait.c waits on them.
+ * the socket and the request bytes are ours. Here: the conn's life and the
+ * steps that never wait; conn_handshake.c is what every new connection
+ * says first, conn_fork.c closes them in a fork child, and conn_wait.c
+ * waits on the steps.
  */
 #define _GNU_SOURCE
 #include "proc_id.h"
 #include "conn.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "native_cmd.h"
 #include "reply_fast.h"
 #include "conn_internal.h"
-
-enum { HS_AUTH = 1, HS_SELECT, HS_PING, HS_INFO, HS_COMMANDS, HS_PROBE };
-
-/* ---- fork: every conn, so a child can close what it inherited ---------- */
-
-static pthread_mutex_t conn_reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static conn *conn_reg_head;
-static pthread_once_t conn_fork_once = PTHREAD_ONCE_INIT;
-
-static void conn_fork_prepare(void) { pthread_mutex_lock(&conn_reg_mu); }
-static void conn_fork_parent(void) { pthread_mutex_unlock(&conn_reg_mu); }
-
-/* In the child: the sockets are the parent's connections. Speaking on them
- * would interleave bytes with the parent; closing them later, at first use,
- * could close an fd the child has reused by then. So close them now (close
- * is async-signal-safe) and leave the rest of the cleanup to the next use. */
-static void conn_fork_child(void) {
-    conn *c;
-    for (c = conn_reg_head; c; c = c->reg_next) {
-        if (c->fd >= 0) close(c->fd);
-        c->fd = -1;
-        c->recv_fd = -1;
-        c->connecting = 0;
-    }
-    pthread_mutex_unlock(&conn_reg_mu);
-}
-
-static void conn_fork_register(void) {
-    pthread_atfork(conn_fork_prepare, conn_fork_parent, conn_fork_child);
-}
-
-void conn_fork_init(void) {
-    pthread_once(&conn_fork_once, conn_fork_register);
-}
-
-static void conn_reg_add(conn *c) {
-    conn_fork_init();
-    pthread_mutex_lock(&conn_reg_mu);
-    c->reg_prev = NULL;
-    c->reg_next = conn_reg_head;
-    if (conn_reg_head) conn_reg_head->reg_prev = c;
-    conn_reg_head = c;
-    pthread_mutex_unlock(&conn_reg_mu);
-}
-
-static void conn_reg_remove(conn *c) {
-    pthread_mutex_lock(&conn_reg_mu);
-    if (c->reg_prev) c->reg_prev->reg_next = c->reg_next;
-    else conn_reg_head = c->reg_next;
-    if (c->reg_next) c->reg_next->reg_prev = c->reg_prev;
-    pthread_mutex_unlock(&conn_reg_mu);
-}
 
 /* ---- config ---------------------------------------------------------------- */
 
@@ -193,89 +141,6 @@ void conn_fail_errno(conn *c, const char *what, int e) {
 
 void conn_fail_with(conn *c, int err, const char *what) {
     conn_fail(c, err, what, err == CONN_ETIMEOUT ? "timed out" : "failed");
-}
-
-/* ---- the handshake ---------------------------------------------------------- */
-
-static int conn_queue(conn *c, int argc, const char **argv, const size_t *lens) {
-    size_t before = c->out.len;
-    if (resp_command(&c->out, argc, argv, lens) != 0) return -1;
-    c->queued_total += c->out.len - before;
-    return 0;
-}
-
-/* Queues AUTH, SELECT, PING (which proves the server answers and that we
- * may use it: a missing password fails here with NOAUTH, within the connect
- * deadline), for a probing conn INFO memory and, for a conn to a data
- * node, the native command detection (its replies never fail the
- * handshake: see conn_reply). */
-static int conn_queue_handshake(conn *c) {
-    const char *argv[NATIVE_DETECT_MAX_ARGS];
-    size_t lens[NATIVE_DETECT_MAX_ARGS];
-    int argc;
-    c->hs_n = c->hs_next = 0;
-    if (c->cfg.password) {
-        argc = 0;
-        argv[argc] = "AUTH"; lens[argc++] = 4;
-        if (c->cfg.username) {
-            argv[argc] = c->cfg.username; lens[argc++] = strlen(c->cfg.username);
-        }
-        argv[argc] = c->cfg.password; lens[argc++] = strlen(c->cfg.password);
-        if (conn_queue(c, argc, argv, lens) != 0) return -1;
-        c->hs_kind[c->hs_n++] = HS_AUTH;
-    }
-    if (c->cfg.db > 0) {
-        char db[24];
-        int n = snprintf(db, sizeof db, "%d", c->cfg.db);
-        argv[0] = "SELECT"; lens[0] = 6;
-        argv[1] = db; lens[1] = (size_t)n;
-        if (conn_queue(c, 2, argv, lens) != 0) return -1;
-        c->hs_kind[c->hs_n++] = HS_SELECT;
-    }
-    argv[0] = "PING"; lens[0] = 4;
-    if (conn_queue(c, 1, argv, lens) != 0) return -1;
-    c->hs_kind[c->hs_n++] = HS_PING;
-    if (c->probe) {
-        argv[0] = "INFO"; lens[0] = 4;
-        argv[1] = "memory"; lens[1] = 6;
-        if (conn_queue(c, 2, argv, lens) != 0) return -1;
-        c->hs_kind[c->hs_n++] = HS_INFO;
-    }
-    if (c->detect && !c->cfg.no_native) {
-        argc = native_detect_commands_argv(argv, lens);
-        if (conn_queue(c, argc, argv, lens) != 0) return -1;
-        c->hs_kind[c->hs_n++] = HS_COMMANDS;
-        if (c->probe_key[0]) {
-            argc = native_detect_probe_argv(c->probe_key, argv, lens);
-            if (conn_queue(c, argc, argv, lens) != 0) return -1;
-            c->hs_kind[c->hs_n++] = HS_PROBE;
-        }
-    }
-    return 0;
-}
-
-/* INFO memory's maxmemory_policy, or why it could not be read (an ACL user
- * without +info): not a reason to refuse the connection. */
-static void conn_read_info(conn *c, const redisReply *r) {
-    conn_info *in = &c->info;
-    memset(in, 0, sizeof *in);
-    if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(in->info_error, sizeof in->info_error, "%.*s", (int)r->len, r->str);
-    } else if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
-        const char *p = memmem(r->str, r->len, "maxmemory_policy:", 17);
-        if (p) {
-            size_t i = 0;
-            p += 17;
-            while (p + i < r->str + r->len && p[i] != '\r' && p[i] != '\n' &&
-                   i + 1 < sizeof in->maxmemory_policy) {
-                in->maxmemory_policy[i] = p[i];
-                i++;
-            }
-            in->maxmemory_policy[i] = '\0';
-        } else {
-            snprintf(in->info_error, sizeof in->info_error, "INFO memory has no maxmemory_policy");
-        }
-    }
 }
 
 /* ---- non-blocking steps ----------------------------------------------------- */
@@ -426,7 +291,6 @@ int conn_reply(conn *c, redisReply **out) {
     for (;;) {
         void *rep = NULL;
         redisReply *r;
-        int kind;
         if (c->fast_off < c->fast_whole) {
             /* the simple ones are older than anything the reader holds */
             size_t used;
@@ -459,24 +323,7 @@ int conn_reply(conn *c, redisReply **out) {
             *out = r;
             return 1;
         }
-        kind = c->hs_kind[c->hs_next++];
-        if (kind == HS_INFO) {
-            conn_read_info(c, r);
-        } else if (kind == HS_COMMANDS) {
-            c->native |= native_detect_commands(r) | c->cfg.native_assume;
-        } else if (kind == HS_PROBE) {
-            c->native |= native_detect_probe(r);
-        } else if (r->type == REDIS_REPLY_ERROR) {
-            /* Redis' own words; they never contain our arguments */
-            c->err = CONN_EREDIS;
-            snprintf(c->errstr, sizeof c->errstr, "redis error: %.*s",
-                     (int)(r->len < 160 ? r->len : 160), r->str);
-            freeReplyObject(r);
-            conn_drop(c);
-            return -1;
-        }
-        freeReplyObject(r);
-        if (c->hs_next == c->hs_n) conn_note_up(c);   /* counters.h */
+        if (conn_handshake_reply(c, r) != 0) return -1;
     }
 }
 
@@ -507,6 +354,13 @@ void conn_adopt_fd(conn *c, int fd) {
 }
 
 /* ---- queueing requests ------------------------------------------------------ */
+
+int conn_queue(conn *c, int argc, const char **argv, const size_t *lens) {
+    size_t before = c->out.len;
+    if (resp_command(&c->out, argc, argv, lens) != 0) return -1;
+    c->queued_total += c->out.len - before;
+    return 0;
+}
 
 int conn_append(conn *c, int argc, const char **argv, const size_t *lens) {
     if (conn_queue(c, argc, argv, lens) != 0) {

@@ -1,5 +1,6 @@
 /*
- * conn_internal.h: what conn.c shares with conn_wait.c, and no one else.
+ * conn_internal.h: what conn.c shares with conn_wait.c, conn_handshake.c
+ * and conn_fork.c, and no one else.
  * No Lua here.
  */
 #ifndef REDISLOCK_CONN_INTERNAL_H
@@ -24,5 +25,18 @@ int conn_got(conn *c, const char *buf, ssize_t n);
 
 /* Closes what was, and queues a fresh handshake: 0, or -1 (c's error set). */
 int conn_begin(conn *c);
+
+/* Appends one request to the output buffer: 0, or -1 (out of memory). */
+int conn_queue(conn *c, int argc, const char **argv, const size_t *lens);
+
+/* The handshake (conn_handshake.c): queued by conn_begin; each of its
+ * replies read by conn_reply goes to conn_handshake_reply (frees it; 0, or
+ * -1 failed: the connection is dropped). */
+int conn_queue_handshake(conn *c);
+int conn_handshake_reply(conn *c, redisReply *r);
+
+/* The registry of every conn, for fork (conn_fork.c). */
+void conn_reg_add(conn *c);
+void conn_reg_remove(conn *c);
 
 #endif
