@@ -22,7 +22,7 @@
 --   client.lua    the client object: poll, fd, stats, warnings, close
 --   channel.lua   the contract between this policy and a transport;
 --   native.lua, cosocket.lua   the two transports
---   url.lua, backoff.lua, cli.lua
+--   url.lua, backoff.lua, cli.lua (cli_options.lua, cli_help.lua)
 --
 -- Error conventions (lua-resty style): a wrong argument raises an error that
 -- names it; a failure of the world returns nil, err whose first word is one
