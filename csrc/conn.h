@@ -125,7 +125,7 @@ void conn_config_free(conn_config *cfg);
 conn *conn_new(const conn_config *cfg);
 void conn_free(conn *c);
 
-/* Registers conn.c's fork handlers now (conn_new does it too); for code
+/* Registers conn_fork.c's fork handlers now (conn_new does it too); for code
  * whose own handlers must be registered after these. */
 void conn_fork_init(void);
 

@@ -22,7 +22,7 @@ enum { HS_AUTH = 1, HS_SELECT, HS_PING, HS_INFO, HS_COMMANDS, HS_PROBE };
  * may use it: a missing password fails here with NOAUTH, within the connect
  * deadline), for a probing conn INFO memory and, for a conn to a data
  * node, the native command detection (its replies never fail the
- * handshake: see conn_reply). */
+ * handshake: see conn_handshake_reply). */
 int conn_queue_handshake(conn *c) {
     const char *argv[NATIVE_DETECT_MAX_ARGS];
     size_t lens[NATIVE_DETECT_MAX_ARGS];

@@ -27,7 +27,7 @@ typedef struct conn_counters {
     void *ud;
 } conn_counters;
 
-/* conn.c calls it when a handshake completes. */
+/* conn_handshake.c calls it when a handshake completes. */
 void conn_note_up(struct conn *c);
 /* fresh, just connected, takes the place of old (the same node's): if old
  * had been connected, that was a reconnect. In old's owner's thread. */

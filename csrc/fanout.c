@@ -37,7 +37,10 @@ typedef struct fanout_node {
  * is NOSCRIPT, the script never ran on that master: an acquire on fresh
  * masters (or ones just restarted) would hold only a bare majority,
  * under load, until the watchdog took the key back there. EVAL runs it at
- * once, and caches it. */
+ * once, and caches it. A cache emptied under a live connection (SCRIPT
+ * FLUSH, script eviction) still gives a late NOSCRIPT that is dropped:
+ * always sending EVAL would close that too, at the cost of the source on
+ * every request and of the EVALSHA rule; not done. */
 static int fanout_append(fanout_node *f, const script_def *s, int resend, int nargs,
                          const char **args, const size_t *lens) {
     const char *argv[SCRIPT_MAX_ARGS + 3];

@@ -3,7 +3,7 @@
  * compare commands (native_cmd.h) the server has. No Lua here.
  *
  * By feature, never by version (Valkey reports redis_version:7.2.4). Two
- * requests ride in the connection handshake (conn.c), within its one
+ * requests ride in the connection handshake (conn_handshake.c), within its one
  * connect deadline, on every (re)connect:
  *
  *   COMMAND INFO DELIFEQ DELEX CAD CAS

@@ -4,7 +4,7 @@
  * pthread_atfork handlers keep the mutexes consistent: before fork every
  * watchdog's mutex is taken, so the child gets them in a known state. In the
  * child the thread does not exist; the child handler only resets state and
- * closes the parent's eventfds (the links' sockets are closed by conn.c's
+ * closes the parent's eventfds (the links' sockets are closed by conn_fork.c's
  * own handler). The child's first call then cleans up the rest, and its
  * first watched lock starts a new thread with new connections. Locks
  * registered by the parent are never renewed or reported by the child
@@ -52,8 +52,8 @@ static void wd_atfork_child(void) {
 }
 
 static void wd_atfork_register(void) {
-    /* conn.c's handlers first: prepare handlers run in reverse order, so
-     * ours take the watchdog mutexes before conn.c takes its registry's,
+    /* conn_fork.c's handlers first: prepare handlers run in reverse order, so
+     * ours take the watchdog mutexes before conn_fork.c takes its registry's,
      * the order the thread takes them in. */
     conn_fork_init();
     pthread_atfork(wd_atfork_prepare, wd_atfork_parent, wd_atfork_child);

@@ -12,7 +12,7 @@
  * corpus uses, any other byte is taken modulo 5:
  *
  *   'R' + bytes   server bytes through hiredis' reader (redisReaderFeed, in
- *                 chunks) into redisReply trees, then client_push_reply and
+ *                 chunks) into redisReply trees, then luaval_push_reply and
  *                 client_result; the Lua value is checked against the tree.
  *                 First, the bytes are read by reply_fast.c too, which must
  *                 agree with hiredis: a reply it calls whole and simple is
@@ -134,7 +134,7 @@ static const char *fz_take(fz_in *in, size_t *len) {
 
 /* ---- replies --------------------------------------------------------------- */
 
-/* Checks that the Lua value at idx is what client_push_reply must make of r. */
+/* Checks that the Lua value at idx is what luaval_push_reply must make of r. */
 static void fz_check_value(lua_State *L, int idx, const redisReply *r, int depth) {
     size_t len, i;
     const char *s;
@@ -173,12 +173,12 @@ static void fz_check_value(lua_State *L, int idx, const redisReply *r, int depth
     }
 }
 
-/* Converts r as a command's reply (client_push_reply) and checks the Lua
+/* Converts r as a command's reply (luaval_push_reply) and checks the Lua
  * value against the tree. Does not free r. */
 static void fz_convert(lua_State *L, const redisReply *r) {
     int top = lua_gettop(L);
     luaval_push_reply(L, r, 0);
-    if (lua_gettop(L) != top + 1) fz_fail("reply", "client_push_reply left the stack unbalanced");
+    if (lua_gettop(L) != top + 1) fz_fail("reply", "luaval_push_reply left the stack unbalanced");
     fz_check_value(L, -1, r, 0);
     lua_settop(L, top);
     (void)script_is_noscript(r);

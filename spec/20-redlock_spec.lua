@@ -283,14 +283,22 @@ describe("redlock", function()
       "master 3 never ran the acquire")
     assert.is_true(l:release())
     for i = 1, 3 do assert.is_nil(value(list[i], key)) end
-    -- a script cache flushed under a live connection: NOSCRIPT, then EVAL,
-    -- on every master
+    -- A script cache flushed under a live connection: EVALSHA gets NOSCRIPT,
+    -- then EVAL. The acquire reads it where it waits (a majority holds the
+    -- lock when it returns; a NOSCRIPT read after that is still dropped: see
+    -- fanout.c); the release waits for every master, so each one's
+    -- NOSCRIPT is answered and the key is gone everywhere.
     for i = 1, 3 do list[i]:cli_raw("SCRIPT", "FLUSH") end
     local before = c:stats().noscript_reloads
     local again = assert(c:acquire(fresh(), { ttl = 10, watchdog = false }))
-    assert(helpers.wait_until(function() return on_every(list, again) end, 2, 0.02))
-    assert.is_true(c:stats().noscript_reloads >= before + 2)
+    local holding = 0
+    for i = 1, 3 do
+      if value(list[i], "{" .. again.name .. "}") == again.token then holding = holding + 1 end
+    end
+    assert.is_true(holding >= 2, holding .. " masters hold it")
     assert.is_true(again:release())
+    for i = 1, 3 do assert.is_nil(value(list[i], "{" .. again.name .. "}")) end
+    assert.is_true(c:stats().noscript_reloads >= before + 4)   -- 3 releases, 1 acquire at least
     c:close()
     stop_all(list)
   end)
