@@ -5,11 +5,11 @@
  * started in parallel (their handshake queued ahead of the request), every
  * socket is polled against one deadline, and NOSCRIPT is answered per node
  * (the script cache is each master's own; a script goes as EVAL on a
- * connection where it has not run yet: fanout.c says why). The caller may stop waiting as
- * soon as it has seen enough (a majority); a request still unanswered then
- * stays queued on its connection and its reply is dropped when it comes,
- * so whatever is sent next on that connection (a release) runs after it on
- * that master. A node that has not answered by the deadline has its
+ * connection where it has not run yet: fanout.c says why). The caller may
+ * stop waiting as soon as it has seen enough (a majority); a request still
+ * unanswered then stays queued on its connection and its reply is dropped
+ * when it comes, so whatever is sent next on that connection (a release)
+ * runs after it on that master. A node that has not answered by the deadline has its
  * connection closed: what was written runs in order, if it ever runs.
  */
 #ifndef REDISLOCK_FANOUT_H
