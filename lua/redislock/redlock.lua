@@ -121,12 +121,18 @@ end
 -- master, never makes a second holder); claiming every slow master would
 -- make that a risk of nearly every lock. A master whose key is missing for
 -- another reason is taken back after the first round, as before.
-local function refused(results)
-  local set = 0
+-- Also how many refused, and the shortest lease left among the holders
+-- they named (holder_ms: a waiter never sleeps past it).
+local function refusals(results)
+  local set, count, holder_ms = 0, 0, nil
   for i, r in ipairs(results) do
-    if type(r.ok) == "table" and r.ok[1] == 0 and i <= 52 then set = set + 2 ^ (i - 1) end
+    if type(r.ok) == "table" and r.ok[1] == 0 then
+      count = count + 1
+      if i <= 52 then set = set + 2 ^ (i - 1) end
+      if r.ok[2] and r.ok[2] > 0 then holder_ms = math.min(holder_ms or math.huge, r.ok[2]) end
+    end
   end
-  return set
+  return set, count, holder_ms
 end
 
 -- One attempt at t0: the lock's lease end and the masters that refused it,
@@ -137,19 +143,13 @@ function RedlockClient:_attempt(key, token, ttl)
     key, token, ttl_ms(ttl))
   local granted = tally(results)
   local expires = lockmod.lease_end(t0, ttl)
-  if granted >= self._quorum and monotime() < expires then return expires, refused(results) end
+  if granted >= self._quorum and monotime() < expires then return expires, (refusals(results)) end
   -- not ours: leave nothing behind on any master
   self:_release_all(key, token, ttl)
   if granted >= self._quorum then
     return nil, "connection too slow: the majority came after the lease ended"
   end
-  local busy, holder_ms = 0, nil
-  for _, r in ipairs(results) do
-    if type(r.ok) == "table" and r.ok[1] == 0 then
-      busy = busy + 1
-      if r.ok[2] and r.ok[2] > 0 then holder_ms = math.min(holder_ms or math.huge, r.ok[2]) end
-    end
-  end
+  local _, busy, holder_ms = refusals(results)
   if busy > #results - self._quorum then return nil, "busy", holder_ms end
   local err = first_error(results)
   return nil, err or "busy", holder_ms
