@@ -121,6 +121,7 @@ void conn_drop(conn *c) {
     c->hs_n = c->hs_next = 0;
     c->skip = 0;
     c->skip_since = 0;
+    c->scripts_ran = 0;   /* the next connection may be to another server */
 }
 
 /* Records why, "connection <what>: <why> (<where>)", and closes. */
@@ -150,7 +151,6 @@ int conn_begin(conn *c) {
     c->attempts++;   /* counters.h */
     c->pid = proc_id();
     c->native = 0;   /* learned anew by this handshake */
-    c->scripts_ran = 0;   /* a new connection may be to a new server */
     c->reader = redisReaderCreate();
     if (c->reader == NULL || conn_queue_handshake(c) != 0) {
         conn_fail(c, CONN_ENOMEM, "failed", "out of memory");

@@ -108,9 +108,9 @@ typedef struct conn {
                                 learned by this connection's handshake: 0
                                 until its replies are read, cleared for a
                                 command the node then refuses */
-    uint64_t scripts_ran;    /* bit i: script_at(i) ran here since this
-                                connection's handshake (fanout.c sends EVAL
-                                until then: see there why) */
+    uint64_t scripts_ran;    /* bit i: script_at(i) ran on this socket
+                                (cleared whenever it is dropped; fanout.c
+                                sends EVAL until then: see there why) */
     int err;                 /* enum conn_err of the last failure */
     char errstr[CONN_ERRSTR_LEN];
     struct conn *reg_prev, *reg_next;  /* all conns, for fork */
