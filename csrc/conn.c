@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "reply_fast.h"
@@ -122,6 +123,7 @@ void conn_drop(conn *c) {
     c->skip = 0;
     c->skip_since = 0;
     c->scripts_ran = 0;   /* the next connection may be to another server */
+    c->no_script_load = 0;
 }
 
 /* Records why, "connection <what>: <why> (<where>)", and closes. */
@@ -317,6 +319,7 @@ int conn_reply(conn *c, redisReply **out) {
         if (c->hs_next >= c->hs_n) {
             if (c->skip > 0) {
                 if (--c->skip == 0) c->skip_since = 0;
+                conn_note_dropped(c, r);
                 freeReplyObject(r);
                 continue;
             }
@@ -324,6 +327,20 @@ int conn_reply(conn *c, redisReply **out) {
             return 1;
         }
         if (conn_handshake_reply(c, r) != 0) return -1;
+    }
+}
+
+/* "NOPERM ... 'script|load' ..." (an ACL; Redis 6 names 'script'), "ERR
+ * unknown command 'SCRIPT'" (renamed away) or "ERR unknown subcommand 'LOAD'":
+ * the node will not load scripts for us. Any other dropped answer (a
+ * fan-out's late one) is no news. */
+void conn_note_dropped(conn *c, const redisReply *r) {
+    if (r->type != REDIS_REPLY_ERROR || r->str == NULL) return;
+    if (r->len >= 6 && memcmp(r->str, "NOPERM", 6) == 0) {
+        if (strcasestr(r->str, "'script|load'") || strcasestr(r->str, "'script'")) c->no_script_load = 1;
+    } else if (strncasecmp(r->str, "ERR unknown command 'script'", 28) == 0 ||
+               strncasecmp(r->str, "ERR unknown subcommand 'load'", 29) == 0) {
+        c->no_script_load = 1;
     }
 }
 

@@ -111,6 +111,9 @@ typedef struct conn {
     uint64_t scripts_ran;    /* bit i: script_at(i) ran on this socket
                                 (cleared whenever it is dropped; fanout.c
                                 sends EVAL until then: see there why) */
+    int no_script_load;      /* this node refused SCRIPT LOAD (an ACL without
+                                script|load, a renamed command): EVAL alone
+                                (script.h script_queue_load) */
     int err;                 /* enum conn_err of the last failure */
     char errstr[CONN_ERRSTR_LEN];
     struct conn *reg_prev, *reg_next;  /* all conns, for fork */
@@ -177,6 +180,9 @@ int conn_fill(conn *c);
 /* The next reply to a queued request, handshake replies consumed (and
  * checked) on the way: 1 with *r set, 0 none complete yet, -1 failed. */
 int conn_reply(conn *c, redisReply **r);
+/* r answers a request whose answer nobody reads (c->skip, or the watchdog's
+ * SCRIPT LOAD): if it says the node refuses SCRIPT LOAD, c->no_script_load. */
+void conn_note_dropped(conn *c, const redisReply *r);
 /* conn_reply for a reply that is an integer and was simple: 1 with *v set
  * (no allocation), 0 when the next reply is something else or not here
  * yet (then ask conn_reply). Only after the handshake, with nothing to skip. */

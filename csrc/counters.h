@@ -32,7 +32,7 @@ void conn_note_up(struct conn *c);
 /* fresh, just connected, takes the place of old (the same node's): if old
  * had been connected, that was a reconnect. In old's owner's thread. */
 void conn_note_replaced(struct conn *fresh, const struct conn *old);
-/* Wherever a NOSCRIPT reply makes us send the script again as EVAL. */
+/* Wherever a NOSCRIPT reply makes us send the script again. */
 void conn_note_noscript(struct conn *c);
 
 #endif

@@ -37,10 +37,12 @@ typedef struct fanout_node {
  * is NOSCRIPT, the script never ran on that master: an acquire on fresh
  * masters (or ones just restarted) would hold only a bare majority,
  * under load, until the watchdog took the key back there. EVAL runs it at
- * once, and caches it. A cache emptied under a live connection (SCRIPT
- * FLUSH, script eviction) still gives a late NOSCRIPT that is dropped:
- * always sending EVAL would close that too, at the cost of the source on
- * every request and of the EVALSHA rule; not done. */
+ * once; the SCRIPT LOAD sent just before it (script.h) caches it as a
+ * script Redis 8 never evicts. A cache emptied under a live connection
+ * (SCRIPT FLUSH; or eviction, where SCRIPT LOAD is refused so the script
+ * came from EVAL) still gives a late NOSCRIPT that is dropped: always
+ * sending EVAL would close that too, at the cost of the source on every
+ * request and of the EVALSHA rule; not done. */
 static int fanout_append(fanout_node *f, const script_def *s, int resend, int nargs,
                          const char **args, const size_t *lens) {
     const char *argv[SCRIPT_MAX_ARGS + 3];
@@ -57,6 +59,8 @@ static int fanout_append(fanout_node *f, const script_def *s, int resend, int na
     }
     eval = resend || (bit != 0 && !(c->scripts_ran & bit));
     f->eval = eval;
+    /* (only dropped answers are ahead of ours on c: the late ones) */
+    if (eval && script_queue_load_skipped(c, s) < 0) return -1;
     argv[0] = eval ? "EVAL" : "EVALSHA";
     alens[0] = eval ? 4 : 7;
     argv[1] = eval ? s->source : s->sha;

@@ -257,7 +257,10 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
         native.op = 0;
         if (s != NULL && !use_eval && !scripted)
             native_build(c->native, s, argc, argv, lens, &native);
-        if ((asking && conn_append(c, 1, (const char *[]){"ASKING"}, (const size_t[]){6}) != 0) ||
+        /* an EVAL goes after a SCRIPT LOAD (script.h), and before the
+         * ASKING, which holds for the next command only */
+        if ((use_eval && script_queue_load_skipped(c, s) < 0) ||
+            (asking && conn_append(c, 1, (const char *[]){"ASKING"}, (const size_t[]){6}) != 0) ||
             (native.op ? conn_append(c, native.argc, native.argv, native.lens)
                        : route_append(c, s, use_eval, argc, argv, lens)) != 0) {
             router_fail_conn(r, c);
@@ -294,7 +297,7 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
         if (redirect == CLUSTER_NONE) {
             if (s != NULL && !use_eval && script_is_noscript(reply)) {
                 /* the script cache is per node: EVAL it here (after ASKING
-                 * again, if that is how we got here) */
+                 * again, if that is how we got here), loaded first */
                 freeReplyObject(reply);
                 reply = NULL;
                 use_eval = 1;

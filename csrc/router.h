@@ -56,7 +56,7 @@ const char *router_kind(const router *r);
 redisReply *route_command(router *r, const char *key, size_t klen,
                           int argc, const char **argv, const size_t *lens);
 
-/* Runs script s (EVALSHA, EVAL on NOSCRIPT) on the node of its first key. */
+/* Runs script s (EVALSHA; SCRIPT LOAD + EVAL on NOSCRIPT) on the node of its first key. */
 redisReply *route_script(router *r, const script_def *s, int nargs,
                          const char **args, const size_t *lens);
 

@@ -2,9 +2,10 @@
  * script.c: EVALSHA with the NOSCRIPT fallback, over the embedded scripts.
  *
  * EVALSHA saves sending the source on every call; the fallback to EVAL makes
- * a flushed script cache invisible to callers. EVAL also re-caches the script,
- * so the next call is an EVALSHA hit again. A NOSCRIPT reply means the script
- * did not run, so sending EVAL after it runs the script exactly once.
+ * a flushed script cache invisible to callers. A NOSCRIPT reply means the
+ * script did not run, so sending EVAL after it runs the script exactly once.
+ * Every EVAL goes right after a SCRIPT LOAD of the same source, whose answer
+ * is dropped (script_load.c).
  */
 #include "script.h"
 

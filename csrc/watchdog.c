@@ -250,7 +250,9 @@ int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t tokl
     {
         int i;
         for (i = 0; i < w->nlinks; i++)
-            if (wd_link_reserve(&w->links[i], w->nentries * 2 + 2) != 0) {
+            /* each lock: its renewal and an ASKING; and a SCRIPT LOAD
+             * of each of the 3 renewal scripts (wd_link_queue) */
+            if (wd_link_reserve(&w->links[i], (w->nentries + 1) * 2 + 3) != 0) {
                 snprintf(errbuf, errlen, "out of memory");
                 goto fail;
             }

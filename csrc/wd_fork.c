@@ -95,6 +95,7 @@ void wd_adopt_after_fork(wd *w) {
             if (e->orphaned && e->queued == 0) wd_entry_free(w, e);
         }
         l->head = 0;
+        l->loading = 0;
         conn_drop(l->c);
     }
     w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

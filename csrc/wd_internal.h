@@ -32,9 +32,12 @@ typedef struct wd_req {
     int64_t sent_at;        /* ms, when it was queued: the lease counts from here */
     uint64_t from, to;      /* its bytes in the link's stream (conn offsets) */
     int eval;               /* sent as EVAL, after a NOSCRIPT */
+    int after_load;         /* sent again as EVALSHA after a NOSCRIPT, behind
+                               a SCRIPT LOAD of its script still in flight */
     unsigned native;        /* sent as this native command (native_cmd.h), 0: the script */
     int asking;             /* sent after ASKING (a slot being migrated) */
-    const struct script_def *script;  /* extend, redlock_renew or redlock_claim */
+    const struct script_def *script;  /* extend, redlock_renew or redlock_claim
+                                         (with no e: a SCRIPT LOAD of it) */
     uint32_t round;         /* the entry's round it was sent in */
 } wd_req;
 
@@ -51,6 +54,10 @@ typedef struct wd_link {
                              * never on every wakeup: 10,000 in flight
                              * would cost a scan each (see wd_lease_lowered) */
     short revents;          /* what the last poll saw */
+    uint64_t loading;       /* script_bit()s of the SCRIPT LOADs queued on c
+                               and not answered yet: a renewal of one of
+                               them refused NOSCRIPT before it runs goes
+                               again as EVALSHA behind it, not as EVAL */
 } wd_link;
 
 struct wd {
@@ -101,6 +108,7 @@ int wd_link_reserve(wd_link *l, uint32_t total);
 /* how: 0, or WD_SEND_* bits */
 #define WD_SEND_EVAL   1    /* EVAL with the source (after a NOSCRIPT) */
 #define WD_SEND_SCRIPT 2    /* the script even where a native command would do */
+#define WD_SEND_AFTER_LOAD 4 /* EVALSHA again, behind a SCRIPT LOAD in flight */
 /* round: the entry's round the request belongs to (e->round for a new
  * renewal; the original request's for one sent again after NOSCRIPT, ASK
  * or a refused native command: its answer counts in that round only) */

@@ -84,8 +84,25 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
         renew = (e->missing & bit) ? redlock_claim : redlock_renew;
         e->missing &= ~bit;
     }
-    /* room was reserved at watch; an ASKING may need one more */
-    if (l->n + 2 > l->cap && wd_link_reserve(l, l->n + 2) != 0) return -1;
+    /* room was reserved at watch; a SCRIPT LOAD and an ASKING may need more */
+    if (l->n + 3 > l->cap && wd_link_reserve(l, l->n + 3) != 0) return -1;
+    if (eval && !(l->loading & script_bit(renew))) {
+        /* the EVAL goes after a SCRIPT LOAD (script.h), whose answer is
+         * dropped like an ASKING's: a request with no entry. (With one
+         * in flight already, the EVAL runs after it anyway.) */
+        int k;
+        from = l->c->queued_total;
+        if ((k = script_queue_load(l->c, renew)) < 0) return wd_link_queue_failed(w, l);
+        if (k == 1) {
+            req = wd_link_at(l, l->n++);
+            memset(req, 0, sizeof *req);
+            req->sent_at = sent_at;
+            req->from = from;
+            req->to = l->c->queued_total;
+            req->script = renew;
+            l->loading |= script_bit(renew);
+        }
+    }
     if (asking) {
         static const char *ask[1] = {"ASKING"};
         static const size_t ask_len[1] = {6};
@@ -115,7 +132,7 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
     lens[5] = e->ttl_txt_len;
     argv[5] = e->ttl_txt;
     nc.op = 0;
-    if (!(how & (WD_SEND_EVAL | WD_SEND_SCRIPT)))
+    if (!(how & (WD_SEND_EVAL | WD_SEND_SCRIPT | WD_SEND_AFTER_LOAD)))
         native_build(l->c->native, renew, 3, argv + 3, lens + 3, &nc);
     if (nc.op ? conn_append(l->c, nc.argc, nc.argv, nc.lens)
               : eval ? conn_append(l->c, 6, argv, lens)
@@ -128,6 +145,7 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
     req->from = from;
     req->to = l->c->queued_total;
     req->eval = eval;
+    req->after_load = (how & WD_SEND_AFTER_LOAD) != 0;
     req->native = nc.op;
     req->asking = asking;
     req->script = renew;
@@ -177,6 +195,7 @@ void wd_link_drop(wd *w, wd_link *l, int64_t now) {
     if (w->t->mode != TOPO_SINGLE && l->c->fd >= 0) w->want_refresh = 1;
     if (w->t->mode != TOPO_SINGLE && l->c->err == CONN_ECONNECT) w->want_refresh = 1;
     conn_drop(l->c);
+    l->loading = 0;
     while (l->n > 0) {
         wd_req req = *wd_link_at(l, 0);
         l->head = (l->head + 1) % l->cap;
@@ -237,7 +256,12 @@ void wd_link_pump(wd *w, wd_link *l, int64_t now) {
         req = *wd_link_at(l, 0);
         l->head = (l->head + 1) % l->cap;
         if (--l->n == 0) l->end_lb = INT64_MAX;   /* nothing in flight */
-        drop = req.e && wd_apply_reply(w, l, &req, r, now);   /* (no e: ASKING's +OK) */
+        /* (no e: an ASKING's +OK, or a SCRIPT LOAD's answer) */
+        if (req.e == NULL) {
+            if (req.script != NULL) l->loading &= ~script_bit(req.script);
+            conn_note_dropped(c, r);
+        }
+        drop = req.e && wd_apply_reply(w, l, &req, r, now);
         if (!fast) freeReplyObject(r);
         if (drop) {
             wd_link_drop(w, l, now);
@@ -356,7 +380,7 @@ int wd_links_sync(wd *w, int64_t now) {
         if (wd_link_find(w, &s->nodes[i])) continue;
         if (topo_node_dup(&l->node, &s->nodes[i]) != 0) goto oom;
         l->c = wd_link_conn(w, &s->nodes[i]);
-        if (l->c == NULL || wd_link_reserve(l, w->nentries * 2 + 2) != 0) goto oom;
+        if (l->c == NULL || wd_link_reserve(l, w->nentries * 2 + 3) != 0) goto oom;
         native_conn_setup(l->c, s->slot_node, i);
     }
     /* then what cannot: moving the links we keep */

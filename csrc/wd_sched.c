@@ -194,9 +194,15 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
     if (!e->orphaned && e->state == WD_HELD && !req->eval && script_is_noscript(r)) {
         /* The script cache was flushed (or this node never saw it: the
          * cache is per node): the script did not run, so EVAL runs it
-         * exactly once, here. The lease still counts from the first send. */
+         * exactly once, here (after a SCRIPT LOAD: wd_link_queue). Where
+         * a SCRIPT LOAD of it is in flight on this connection (the first
+         * of many renewals refused so queued it), EVALSHA behind it does,
+         * without the source; and EVAL if that is refused again. The
+         * lease still counts from the first send. */
+        int how = !req->after_load && (l->loading & script_bit(req->script)) ? WD_SEND_AFTER_LOAD
+                                                                             : WD_SEND_EVAL;
         conn_note_noscript(l->c);
-        wd_resend(w, l, e, WD_SEND_EVAL, req->asking, req, req->script, now);
+        wd_resend(w, l, e, how, req->asking, req, req->script, now);
         return 0;
     }
     redirect = CLUSTER_NONE;

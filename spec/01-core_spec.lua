@@ -116,7 +116,7 @@ describe("redislock.core", function()
       end
     end)
 
-    it("sends the SHA Lua sees, as EVALSHA, falling back to EVAL once", function()
+    it("sends the SHA Lua sees, as EVALSHA, falling back to SCRIPT LOAD + EVAL once", function()
       local log = helpers.tmpdir() .. "/monitor.log"
       local mon = helpers.spawn("exec redis-cli -p " .. srv.port .. " MONITOR > " .. log)
       helpers.wait_until(function()
@@ -124,7 +124,7 @@ describe("redislock.core", function()
         return s and s:find("OK")
       end, 5)
       assert.equal("OK", conn:command("SCRIPT", "FLUSH"))
-      assert.equal(0, conn:script("release", "k", "w", "s", "q", "d", "l", "f", "t"))   -- NOSCRIPT, then EVAL
+      assert.equal(0, conn:script("release", "k", "w", "s", "q", "d", "l", "f", "t"))   -- NOSCRIPT, then LOAD + EVAL
       assert.equal(0, conn:script("release", "k", "w", "s", "q", "d", "l", "f", "t"))   -- cached again: EVALSHA
       assert.same({ 1 }, conn:command("SCRIPT", "EXISTS", core.scripts.release.sha))
       assert.truthy(helpers.wait_until(function()
@@ -135,8 +135,17 @@ describe("redislock.core", function()
       local text = read(log)
       local _, evalsha = text:gsub('"EVALSHA" "' .. core.scripts.release.sha .. '"', "")
       local _, eval = text:gsub('"EVAL" "%-%- release', "")
+      local _, load = text:gsub('"SCRIPT" "LOAD" "%-%- release', "")
       assert.equal(2, evalsha)
       assert.equal(1, eval)
+      -- the load (which Redis 8 never evicts, unlike what EVAL caches) just
+      -- before the EVAL, on the same connection: nothing between them
+      assert.equal(1, load)
+      local at_load = text:find('"SCRIPT" "LOAD" "-- release', 1, true)
+      local at_eval = text:find('"EVAL" "-- release', 1, true)
+      assert.is_true(at_load < at_eval)
+      local _, lines_between = text:sub(at_load, at_eval):gsub("\n", "")
+      assert.equal(1, lines_between)   -- adjacent lines of the monitor
     end)
 
     it("returns Redis replies as Lua values", function()

@@ -2,6 +2,8 @@
 -- timeouts, failures and the closed state. No message shows a password.
 local helpers = require "spec.helpers"
 local redislock = require "redislock"
+local core = require "redislock.core"
+local urlmod = require "redislock.url"
 
 local function free_name(client, name)
   local l = assert(client:acquire(name, { ttl = 5 }))
@@ -170,6 +172,41 @@ describe("connect", function()
     local bad, e = redislock.connect { url = "redis://locker:nope@127.0.0.1:" .. srv.port }
     assert.is_nil(bad)
     assert.matches("^redis error: WRONGPASS", e)
+    srv:stop()
+  end)
+
+  it("an ACL user without script|load runs scripts by EVAL alone, refused the load once a connection", function()
+    local srv = helpers.start_redis()
+    local line = assert(helpers.read_file("README.md"):match("\n(ACL SETUSER locker [^\n]+)\n"))
+    assert.truthy(line:find(" +script|load", 1, true))
+    local words = {}
+    for w in line:gsub(" %+script|load", ""):gmatch("%S+") do words[#words + 1] = w end
+    words[5] = ">lockpw"
+    local unpack_ = table.unpack or unpack -- luacheck: ignore 143
+    assert.equal("OK", (srv:cli_raw(unpack_(words))))
+    assert.equal("OK", (srv:cli_raw("ACL", "LOG", "RESET")))
+    local c = assert(redislock.connect { url = "redis://locker:lockpw@127.0.0.1:" .. srv.port, prefix = "app:" })
+    local before = c:stats().noscript_reloads
+    for _ = 1, 3 do
+      assert.equal("OK", (srv:cli_raw("SCRIPT", "FLUSH")))
+      local l = assert(c:acquire("noload", { ttl = 1, watchdog = false }))
+      assert.is_true(l:extend())
+      assert.is_true(l:release())
+    end
+    assert.is_true(c:stats().noscript_reloads >= before + 3)
+    -- ACL LOG folds the same refusal into one entry with a count
+    local log = srv:cli_raw("ACL", "LOG")
+    assert.truthy(log:find("script|load", 1, true), log)
+    local admin = assert(core.connect(urlmod.parse(srv.url)))
+    local refused = 0
+    for _, entry in ipairs(admin:command("ACL", "LOG")) do
+      local f = {}
+      for i = 1, #entry, 2 do f[entry[i]] = entry[i + 1] end
+      if f.object == "script|load" then refused = refused + f.count end
+    end
+    assert.equal(1, refused)
+    admin:close()
+    c:close()
     srv:stop()
   end)
 

@@ -258,6 +258,37 @@ describe("watchdog", function()
     c:close()
   end)
 
+  it("after SCRIPT FLUSH, renews through one SCRIPT LOAD + EVAL, the rest by EVALSHA behind it", function()
+    local c = assert(redislock.connect { url = srv.url })
+    local locks, names = {}, {}
+    for i = 1, 40 do
+      names[i] = fresh()
+      locks[i] = assert(c:acquire(names[i], { ttl = 0.6 }))
+    end
+    -- two rounds first: the watchdog's connection is up and has the script
+    assert(helpers.wait_until(function() return c:stats().renewals >= 80 end, 5))
+    assert.equal("OK", admin:command("CONFIG", "RESETSTAT"))
+    assert.equal("OK", admin:command("SCRIPT", "FLUSH"))
+    local noscript = c:stats().noscript_reloads
+    helpers.sleep(0.7)   -- longer than the ttl: only renewals keep them
+    for i = 1, 40 do
+      assert.is_true(admin:command("PTTL", "{" .. names[i] .. "}") > 0, "lock " .. i)
+      assert.is_true(locks[i]:held())
+    end
+    local stats = admin:command("INFO", "commandstats")
+    local function calls(cmd)
+      return tonumber(stats:match("cmdstat_" .. cmd:gsub("|", "%%|") .. ":calls=(%d+)") or 0)
+    end
+    -- the 40 renewals in flight met NOSCRIPT; the first one's answer queued
+    -- the load and an EVAL, and the others went again as EVALSHA behind it
+    assert.equal(1, calls("script|load"))
+    assert.equal(1, calls("eval"))
+    assert.is_true(calls("evalsha") >= 80, stats)
+    assert.is_true(c:stats().noscript_reloads > noscript)
+    for i = 1, 40 do assert.is_true(locks[i]:release()) end
+    c:close()
+  end)
+
   it("a SIGSTOPped holder loses the lock, learns it on resume, and its release is a no-op", function()
     local name = fresh()
     local holder = helpers.spawn(helpers.lua_cmd("spec/support/stopped_holder.lua", srv.url, name, 0.5))

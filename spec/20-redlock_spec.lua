@@ -270,7 +270,8 @@ describe("redlock", function()
   -- The acquire returns at a majority; a master that answers later must
   -- still have run it. Sent as EVALSHA to a master that never saw the
   -- script, its late answer was NOSCRIPT, dropped: the lock sat on a bare
-  -- majority. A script not yet run on a connection now goes as EVAL.
+  -- majority. A script not yet run on a connection now goes as EVAL (after
+  -- a SCRIPT LOAD).
   it("an acquire runs on a master that answers after the majority, even one that never saw the script", function()
     local list, urls = servers(3)
     local c = assert(redislock.connect { redlock = urls })
@@ -284,6 +285,11 @@ describe("redlock", function()
       "master 3 never ran the acquire")
     assert.is_true(l:release())
     for i = 1, 3 do assert.is_nil(value(list[i], key)) end
+    -- each master got it as SCRIPT LOAD + EVAL: a script Redis 8 never evicts
+    for i = 1, 3 do
+      assert.truthy(list[i]:cli_raw("INFO", "commandstats"):find("cmdstat_script|load:calls=", 1, true),
+        "master " .. i .. " was sent no SCRIPT LOAD")
+    end
     -- A script cache flushed under a live connection: EVALSHA gets NOSCRIPT,
     -- then EVAL. The acquire reads it where it waits (a majority holds the
     -- lock when it returns; a NOSCRIPT read after that is still dropped: see

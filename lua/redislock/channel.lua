@@ -11,7 +11,7 @@
 --   "memory"      out of memory
 --
 --   ch:script(name, keys..., args...)  -> reply | nil, err, kind
---       runs the embedded script `name` (EVALSHA, EVAL on NOSCRIPT) on the
+--       runs the embedded script `name` (EVALSHA, LOAD + EVAL on NOSCRIPT) on the
 --       node that holds its first key
 --   ch:command(name, args...)          -> reply | nil, err, kind
 --       on the node of its first argument taken as a key

@@ -8,7 +8,7 @@ worker. open(cfg) returns a channel (redislock.channel's contract, the same
 the native transport implements).
 
 - Scripts: the very text and SHA1 the C core embeds (core.scripts), EVALSHA
-  first and EVAL on NOSCRIPT, as the native transport does.
+  first and SCRIPT LOAD + EVAL on NOSCRIPT, as the native transport does.
 - Connections: cosockets cannot outlive the request or timer that made them,
   so each call takes one from nginx's pool (AUTH and SELECT only on a new
   one) and puts it back after; a connection that failed or timed out is
@@ -317,7 +317,7 @@ function Transport:_call(fn, key)
   return nil, "redis error: too many redirects (the cluster is resharding?)"
 end
 
---- One of the embedded scripts: EVALSHA, EVAL on NOSCRIPT (per node: the
+--- One of the embedded scripts: EVALSHA, SCRIPT LOAD + EVAL on NOSCRIPT (per node: the
 -- script cache is not replicated), on the node of its first key.
 function Transport:script(name, ...)
   self:_check()
@@ -330,9 +330,22 @@ function Transport:script(name, ...)
     local res, err = red:evalsha(s.sha, s.keys, unpack(args, 1, n))
     if res == false and type(err) == "string" and err:find("^NOSCRIPT") then
       self._noscript = self._noscript + 1
-      -- (after an ASK, ASKING again: it holds for one command only)
+      -- SCRIPT LOAD, its answer unread, then EVAL, in one write: a script
+      -- SCRIPT LOAD created is never evicted (Redis 8 evicts EVAL's beyond
+      -- 500), and EVAL runs it whatever the load answered (an ACL without
+      -- script|load). (After an ASK, ASKING again, just before the EVAL:
+      -- it holds for one command only.)
+      red:init_pipeline(3)
+      red:script("load", s.source)
       if red._redislock_asking then red:asking() end
-      res, err = red:eval(s.source, s.keys, unpack(args, 1, n))
+      red:eval(s.source, s.keys, unpack(args, 1, n))
+      local vals, perr = red:commit_pipeline()
+      if not vals then return nil, perr end
+      res = vals[#vals]
+      -- (an error answer comes as {false, err}; a script's array never
+      -- holds false: Redis turns it into a nil bulk)
+      if type(res) == "table" and res[1] == false then return false, res[2] end
+      return res
     end
     return res, err
   end, s.keys > 0 and args[1] or nil)

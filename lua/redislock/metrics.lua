@@ -181,7 +181,7 @@ local COUNTERS = {
   { "renewal_round_trips", "round_trips", "Watchdog passes that sent renewals (one pipeline each)." },
   { "renewal_failures", "failures", "Watchdog renewals that got no usable answer." },
   { "watchdog_losses", "lost", "Leases the watchdog found lost, by reason.", "reason" },
-  { "noscript_reloads", "noscript_reloads", "Scripts sent again with EVAL after a NOSCRIPT reply." },
+  { "noscript_reloads", "noscript_reloads", "Scripts sent again after a NOSCRIPT reply (SCRIPT LOAD + EVAL)." },
   { "reconnects", "reconnects", "Connections made again after one was lost (client and watchdog)." },
   { "topology_changes", "topology_changes", "Topology changes: Sentinel master switches, Cluster slot maps." },
   { "topology_failures", "topology_failures", "Topology reloads that failed." },
