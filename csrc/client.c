@@ -389,6 +389,7 @@ void client_register(lua_State *L) {
     luaL_newlib(L, client_methods);      /* mt, methods */
     luaL_setfuncs(L, client_quorum_methods, 0);
     luaL_setfuncs(L, client_topo_methods, 0);
+    luaL_setfuncs(L, client_wait_methods, 0);
     luaL_setfuncs(L, client_events_methods, 0);
     lua_setfield(L, -2, "__index");      /* mt */
     lua_pop(L, 1);                       /* */

@@ -35,6 +35,9 @@ int client_result(lua_State *L, client_ud *u, redisReply *r);
 /* The Redlock fan-out and WAIT (client_quorum.c). */
 extern const luaL_Reg client_quorum_methods[];
 
+/* A wait with the next attempt queued behind it (client_wait.c). */
+extern const luaL_Reg client_wait_methods[];
+
 /* The topology methods (client_topo.c). */
 extern const luaL_Reg client_topo_methods[];
 

@@ -157,7 +157,7 @@ static int router_pause(int tries, int64_t deadline) {
 }
 
 /* EVAL[SHA] s nkeys args..., or argv as given when s is NULL. */
-static int route_append(conn *c, const script_def *s, int use_eval, int argc,
+int route_append(conn *c, const script_def *s, int use_eval, int argc,
                         const char **argv, const size_t *lens) {
     const char *full[SCRIPT_MAX_ARGS + 3];
     size_t flens[SCRIPT_MAX_ARGS + 3];

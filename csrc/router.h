@@ -60,6 +60,23 @@ redisReply *route_command(router *r, const char *key, size_t klen,
 redisReply *route_script(router *r, const script_def *s, int nargs,
                          const char **args, const size_t *lens);
 
+/* Queues EVAL (use_eval) or EVALSHA of script s on c, or argv as given
+ * when s is NULL. 0, or -1 (errstr). */
+int route_append(conn *c, const script_def *s, int use_eval, int argc,
+                 const char **argv, const size_t *lens);
+
+/* A wait for a release and the attempt that follows it, in one write
+ * (route_wait.c): BLPOP key secs, then script s, which Redis runs the
+ * moment the BLPOP returns. 1: both replies read (*woken the BLPOP's,
+ * *attempt the script's; either may be an error reply, and an error from
+ * the script means it did not run); 0: nothing sent, the connection to
+ * the key's node is not up or the map is stale (use route_command, which
+ * connects and follows redirects); -1: failed (errstr), and the script
+ * may have run. */
+int route_wait_try(router *r, const char *key, size_t klen, const char *secs, size_t slen,
+                   const script_def *s, int nargs, const char **args, const size_t *lens,
+                   redisReply **woken, redisReply **attempt);
+
 /* Closes every connection. */
 void router_drop(router *r);
 

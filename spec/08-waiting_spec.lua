@@ -112,6 +112,123 @@ describe("waiting", function()
     assert.equal("1000", srv:cli_raw("GET", "handoff-counter"))
   end)
 
+  -- Is a client blocked in BLPOP on srv (a waiter waiting)?
+  local function blocked()
+    return (srv:cli("CLIENT", "LIST")):find(" flags=b ", 1, true) ~= nil
+  end
+
+  -- A holder that takes `name` `rounds` times; each time it waits until a
+  -- client is blocked in BLPOP, releases, and at once tries to take the lock
+  -- back, printing "retake N <fence or busy>".
+  -- A wait connection is made by a client's first wait, which is an
+  -- ordinary one: make it with a wait on a lock the client holds itself.
+  local function warm_up(c)
+    local h = assert(c:acquire("warm-up", { ttl = 5 }))
+    assert.same({ nil, "timeout" }, { c:acquire("warm-up", { ttl = 5, wait = 0.05 }) })
+    assert(h:release())
+    assert(helpers.wait_until(function() return not blocked() end, 5))
+  end
+
+  local function retaker(name, rounds)
+    return helpers.spawn(helpers.lua_cmd(string.format([[
+      local redislock = require "redislock"
+      local core = require "redislock.core"
+      local c = assert(redislock.connect { url = %q })
+      local probe = assert(redislock.connect { url = %q })._conn
+      for i = 1, %d do
+        local l = assert(c:acquire(%q, { ttl = 10, wait = 10 }))
+        print("held " .. i) io.stdout:flush()
+        local t = core.monotime()
+        while not probe:command("CLIENT", "LIST"):find(" flags=b ", 1, true) do
+          assert(core.monotime() - t < 10, "no waiter blocked")
+          core.sleep(0.002)
+        end
+        assert(l:release())
+        local again, err = c:acquire(%q, { ttl = 10 })
+        print("retake " .. i .. " " .. (again and again.fence or err)) io.stdout:flush()
+        if again then again:release() end
+      end
+    ]], srv.url, srv.url, rounds, name, name)))
+  end
+
+  it("a woken waiter's next attempt runs before the releaser can take the lock back", function()
+    -- The attempt goes in the same write as the BLPOP and Redis runs it as
+    -- soon as the release's wakeup reaches it, before the releaser has even
+    -- read its reply: the releaser's retake at once is refused every time.
+    -- (It used to win about half of such races: one round trip ahead.)
+    local name = "retake"
+    warm_up(client)
+    local p = retaker(name, 8)
+    for i = 1, 8 do
+      assert(helpers.wait_until(function() return p:stdout():find("held " .. i, 1, true) end, 10))
+      local l, err = client:acquire(name, { ttl = 5, wait = 10 })
+      assert(l, err)
+      assert(helpers.wait_until(function() return p:stdout():find("retake " .. i .. " ", 1, true) end, 5))
+      assert.equal("busy", p:stdout():match("retake " .. i .. " (%S+)"), p:stdout())
+      assert(l:release())
+    end
+    assert.equal(0, p:wait(10))
+  end)
+
+  it("a queued attempt refused by NOSCRIPT (a flushed cache) is sent again", function()
+    -- Round 1 runs the acquire script on the wait connection (as EVAL);
+    -- in round 2 it is queued as EVALSHA, and the holder flushes the
+    -- script cache before it releases.
+    local name = "retake-flush"
+    warm_up(client)
+    local p = helpers.spawn(helpers.lua_cmd(string.format([[
+      local redislock = require "redislock"
+      local core = require "redislock.core"
+      local c = assert(redislock.connect { url = %q })
+      for i = 1, 2 do
+        local l = assert(c:acquire(%q, { ttl = 10, wait = 10 }))
+        print("held " .. i) io.stdout:flush()
+        local t = core.monotime()
+        while not c._conn:command("CLIENT", "LIST"):find(" flags=b ", 1, true) do
+          assert(core.monotime() - t < 10, "no waiter blocked")
+          core.sleep(0.002)
+        end
+        if i == 2 then assert(c._conn:command("SCRIPT", "FLUSH")) end
+        assert(l:release())
+      end
+    ]], srv.url, name)))
+    for i = 1, 2 do
+      assert(helpers.wait_until(function() return p:stdout():find("held " .. i, 1, true) end, 10))
+      local l, err = client:acquire(name, { ttl = 5, wait = 10 })
+      assert(l, err)
+      assert.equal(l.token, srv:cli_raw("GET", "{" .. name .. "}"))
+      assert(l:release())
+    end
+    assert.equal(0, p:wait(10))
+    assert.equal(1, client._conn:wait_connection():stats().noscript_reloads)
+  end)
+
+  it("a wait connection killed mid-wait: the waiter still gets the lock, and leaves no stray grant", function()
+    local name = "retake-kill"
+    local other = assert(redislock.connect { url = srv.url })
+    warm_up(other)
+    local p = holder(name, 0.6)
+    local killer = helpers.spawn(helpers.lua_cmd(string.format([[
+      local core = require "redislock.core"
+      local probe = assert(require("redislock").connect { url = %q })._conn
+      local t = core.monotime()
+      while true do
+        local id = probe:command("CLIENT", "LIST"):match("id=(%%d+)[^\n]* flags=b ")
+        if id then assert(probe:command("CLIENT", "KILL", "ID", id)) break end
+        assert(core.monotime() - t < 10, "no waiter blocked")
+        core.sleep(0.001)
+      end
+    ]], srv.url)))
+    local l, err = other:acquire(name, { ttl = 5, wait = 10 })
+    assert(l, err)
+    assert.equal(0, killer:wait(10))
+    assert.equal(0, p:wait(5))
+    assert.equal(l.token, srv:cli_raw("GET", "{" .. name .. "}"))
+    assert(l:release())
+    assert.equal("0", srv:cli_raw("EXISTS", "{" .. name .. "}"))
+    other:close()
+  end)
+
   it("waits with wait = math.huge until the release", function()
     local name = "forever"
     local p = holder(name, 0.3)

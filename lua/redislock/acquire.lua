@@ -297,6 +297,39 @@ return function(Client)
   end
   Client._try = try
 
+  -- A notify waiter's wait with its next attempt queued behind it (see
+  -- redislock.channel wait_try, csrc/route_wait.c): the attempt runs the
+  -- moment the BLPOP returns, before the releaser (or anyone) can answer
+  -- the release, and the handoff costs one round trip fewer. Not for the
+  -- waits WAIT must count (it counts writes of the main connection) or
+  -- reentrant ones; not for short ttls: the grant's lease is counted from
+  -- when the wait was sent, so the wait is kept to a quarter of the ttl
+  -- (and Redis ends a BLPOP up to a tick of its clock late, 100 ms).
+  -- Returns nil when it did not wait (the caller waits with block); or
+  -- woken, handed, then the attempt's outcome: lock | nil, err, holder_ms,
+  -- or nothing when the attempt did not run.
+  local WAIT_TRY_MIN_TTL = 1       -- seconds
+  local WAIT_TRY_SLACK = 0.25      -- seconds left after the wait, at least
+  local function wait_try(self, name, keys, token, ttl, signal, limit, left, spin, opts, max_hold)
+    if ttl < WAIT_TRY_MIN_TTL or opts.reentrant or (opts.replicas and opts.replicas > 0) then return nil end
+    local seconds = math.min(limit, ttl / 4)
+    if seconds + WAIT_TRY_SLACK > left then return nil end
+    local t0 = monotime()
+    local sent, v, r = self._conn:wait_try(signal, seconds, spin, "acquire", keys.lock, keys.fence,
+      keys.waiters, token, ttl_arg(ttl), "1", self._fence_ttl_ms)
+    if sent == false then return nil end
+    if sent == nil then
+      -- the attempt may have run: take back what it may have granted
+      self:_release_keys(keys, token)
+      return false
+    end
+    if v then saw_wait(self, name, monotime() - t0) end
+    if not r then return true, v end
+    if r[1] ~= 1 then return true, v, nil, "busy", r[2] end
+    return true, v, granted(self, name, keys, token, opts.fence ~= false and r[2] or nil, t0, ttl, opts,
+      max_hold)
+  end
+
   -- client:acquire, with argument errors naming `fname` (acquire or with_lock).
   local function acquire(self, fname, name, opts)
     local ttl, wait, spin, max_hold
@@ -322,9 +355,14 @@ return function(Client)
     local deadline = t_call + wait
     local attempt = 0
     local lock, err, holder_ms
+    local tried   -- a refusal wait_try brought: it stands for the next attempt
     while true do
       local t_try = monotime()
-      lock, err, holder_ms = try(self, name, keys, token, ttl, mode, opts, max_hold, t_try, attempt == 0)
+      if tried then
+        tried = nil
+      else
+        lock, err, holder_ms = try(self, name, keys, token, ttl, mode, opts, max_hold, t_try, attempt == 0)
+      end
       if lock or wait == 0 then break end
       local now = monotime()
       if now >= deadline then
@@ -343,13 +381,26 @@ return function(Client)
       limit = math.min(limit, 3600)
       local free_now = err == "busy" and (holder_ms == 0 or (holder_ms == -2 and mode ~= "fair"))
       local woken, handed = false, nil
-      if mode ~= "poll" and err == "busy" and not free_now and limit >= 0.001 then
+      local ran, got, gerr, gms
+      local waits = mode ~= "poll" and err == "busy" and not free_now and limit >= 0.001
+      if waits and mode == "notify" then
+        local w
+        w, handed, got, gerr, gms = wait_try(self, name, keys, token, ttl, signal, limit, deadline - now,
+          spin or auto_spin(self, name), opts, max_hold)
+        if w ~= nil then woken, waits = w, false end
+        ran = got ~= nil or gerr ~= nil
+      end
+      if waits then
         local t_block = monotime()
         woken, handed = self:_wait_release(signal, limit, limit >= deadline - now,
           spin or auto_spin(self, name))
         if handed then saw_wait(self, name, monotime() - t_block) end
       end
-      if mode == "fair" and handed then
+      if ran then
+        -- the attempt queued behind the wait ran: its outcome is this round's
+        lock, err, holder_ms, tried = got, gerr, gms, true
+        if lock then break end
+      elseif mode == "fair" and handed then
         -- A release handed us the lock with a short lease. It did so after
         -- our last attempt ran (which cleared any older hand-over), so the
         -- lease is counted from when that attempt was sent.

@@ -21,6 +21,15 @@
 --       BLPOP key on a connection of its own for up to `seconds` (false:
 --       none came); exact = true: the caller's deadline ends at `seconds`,
 --       so the transport must end the wait then, not when Redis does
+--   ch:wait_try(key, seconds, spin, name, keys..., args...)
+--       -> true, wakeup | false, reply | false  |  false  |  nil, err, kind
+--       the same BLPOP with script `name` queued behind it on that
+--       connection, so Redis runs it the moment the BLPOP returns; Redis
+--       ends the wait (seconds must end well before the caller's
+--       deadline). true: wakeup as block's, reply the script's (false: it
+--       did not run). false: nothing sent (the transport cannot, or not
+--       now): wait with block. nil, err, kind: failed, the script may
+--       have run
 --   ch:sleep(seconds)                  waits without blocking others where
 --                                      the host can (nginx)
 --   ch:watch(key, token, ttl, lease_end, hold_until, renew) -> watch, id | nil, err
@@ -37,7 +46,7 @@
 local _M = {}
 
 _M.METHODS = {
-  "script", "command", "replicas", "block", "sleep", "watch", "losses", "fd", "stats",
+  "script", "command", "replicas", "block", "wait_try", "sleep", "watch", "losses", "fd", "stats",
   "events", "server_info", "close", "closed",
 }
 

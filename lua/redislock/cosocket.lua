@@ -413,6 +413,10 @@ function Transport:block(key, seconds, exact)
   return r and r[2] or false
 end
 
+--- Not offered here (see redislock.channel): the waiter waits with block,
+-- then sends its next attempt.
+function Transport.wait_try() return false end
+
 function Transport.sleep(_, seconds) ngx.sleep(seconds) end
 
 --- WAIT needs the connection that made the write, and this transport takes

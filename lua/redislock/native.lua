@@ -5,11 +5,12 @@
 -- The channel is the C client itself: it implements the contract's
 -- methods (script, command, replicas, watch, losses, fd, stats, events,
 -- server_info, closed), so the hot path calls C with no Lua layer between.
--- This file adds to the C clients' method table the three it does in Lua:
+-- This file adds to the C clients' method table the four it does in Lua:
 -- block (waiting for a release blocks on a second connection of its own,
 -- made at the first wait, so a BLPOP never holds up the main one; the
--- watchdog has its own anyway), sleep, and a close that closes that
--- wait connection too.
+-- watchdog has its own anyway), wait_try (the same wait with the next
+-- attempt queued behind it), sleep, and a close that closes that wait
+-- connection too.
 
 local core = require "redislock.core"
 
@@ -39,6 +40,21 @@ local function block(self, key, seconds, exact, spin)
   return r and r[2] or false
 end
 
+--- BLPOP key for up to `seconds` on the wait connection, with the script
+-- `name` queued behind it in the same write: Redis runs it the moment the
+-- BLPOP returns (see csrc/route_wait.c). `seconds` must end well before the
+-- caller's deadline: Redis, not our clock, ends this wait. Returns true,
+-- the wakeup (false: none came), the script's reply (false: it did not
+-- run); or false when nothing was sent (no wait connection up yet: wait
+-- the ordinary way); or nil, err, kind, and then the script may have run.
+local function wait_try(self, key, seconds, spin, name, ...)
+  local conn = waits[self]
+  if not conn then return false end
+  conn:set_timeout(seconds + 0.25)
+  conn:set_spin(spin or 0)
+  return conn:blpop_script(key, string.format("%.3f", seconds), name, ...)
+end
+
 local function sleep(_, seconds) core.sleep(seconds) end
 
 -- Installs block, sleep and close in the C clients' method table, once.
@@ -48,6 +64,7 @@ local function install(client)
   local methods = getmetatable(client).__index
   local c_close = methods.close
   methods.block = block
+  methods.wait_try = wait_try
   methods.sleep = sleep
   methods.close = function(self)
     local w = waits[self]

@@ -1,0 +1,63 @@
+/*
+ * client_wait.c: a waiter's BLPOP with its next attempt queued behind it
+ * (route_wait.c), for the wait connection of redislock.native.
+ */
+#include "client_internal.h"
+
+#include "lauxlib.h"
+#include "compat.h"
+#include "luaval.h"
+#include "router.h"
+#include "script.h"
+
+#define WAIT_TRY_MAX_ARGS SCRIPT_MAX_ARGS
+
+/* client:blpop_script(key, seconds, script, keys..., args...)
+ *   -> true, wakeup, reply | false | nil, err, kind
+ * BLPOP key seconds (a string, as Redis reads it), and the embedded script
+ * `script` in the same write, which Redis runs as soon as the BLPOP
+ * returns. true: wakeup is the value popped, or false when the BLPOP timed
+ * out (or was refused); reply is the script's, or false when it did not
+ * run (Redis refused it: NOSCRIPT after a flush, a redirect). false: nothing
+ * was sent (the connection is not up yet, or the map must be refreshed):
+ * wait the ordinary way. nil, err, kind: the connection failed, and the
+ * script may have run. */
+static int meth_blpop_script(lua_State *L) {
+    const char *argv[WAIT_TRY_MAX_ARGS];
+    size_t lens[WAIT_TRY_MAX_ARGS];
+    client_ud *u = client_check(L);
+    size_t klen, slen, nlen;
+    const char *key = luaL_checklstring(L, 2, &klen);
+    const char *secs = luaL_checklstring(L, 3, &slen);
+    const char *name = luaL_checklstring(L, 4, &nlen);
+    const script_def *s = script_find_len(name, nlen);
+    redisReply *woken, *attempt;
+    int n, k;
+    if (s == NULL) return luaL_argerror(L, 4, "no such script");
+    n = luaval_args(L, 5, argv, lens, WAIT_TRY_MAX_ARGS);
+    if (n < s->nkeys)
+        return luaL_error(L, "script '%s' takes %d keys, got %d arguments", s->name, s->nkeys, n);
+    k = route_wait_try(u->r, key, klen, secs, slen, s, n, argv, lens, &woken, &attempt);
+    if (k == 0) {
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    if (k < 0) return client_result(L, u, NULL);
+    lua_pushboolean(L, 1);
+    if (woken->type == REDIS_REPLY_ARRAY && woken->elements == 2)
+        luaval_push_reply(L, woken->element[1], 1);
+    else
+        lua_pushboolean(L, 0);
+    if (attempt->type == REDIS_REPLY_ERROR)
+        lua_pushboolean(L, 0);
+    else
+        luaval_push_reply(L, attempt, 0);
+    freeReplyObject(woken);
+    freeReplyObject(attempt);
+    return 3;
+}
+
+const luaL_Reg client_wait_methods[] = {
+    {"blpop_script", meth_blpop_script},
+    {NULL, NULL}
+};
