@@ -70,8 +70,9 @@ across processes), then the notify variant run once more for 2 and 4
 processes through bench/traced_worker.lua, which time-stamps the inside of
 acquire and release, so that every handoff to a woken waiter is cut into:
 releaser's unwatch, release script -> waiter's BLPOP returning, the waiter's
-retry round trip, its watchdog registration. It also counts how many
-wakeups lost the race to the releaser taking the lock again at once.
+retry round trip (none when the BLPOP came back with the lock: a fair grant,
+or a notify waiter's attempt queued behind its BLPOP), its watchdog
+registration. It also counts how many wakeups did not end in the lock.
 
 Data: each variant's handoff latencies (the table's, not the traced runs')
 go to bench/out/handoff-<variant>-x<procs>.dat, one "<ms> <fraction of
@@ -221,7 +222,8 @@ local function run_variant(v, nprocs, srv, raw)
   end
 
   local handoffs, reacq = {}, {}
-  local parts = { unwatch = {}, notify = {}, resume = {}, script = {}, watch = {}, rest = {}, total = {},
+  local parts = { unwatch = {}, notify = {}, resume = {}, script = {}, granted = {}, watch = {}, rest = {},
+                  total = {},
                   release_rtt = {} }
   local overlaps, last_rel = 0, -math.huge
   for i, h in ipairs(holds) do
@@ -238,11 +240,11 @@ local function run_variant(v, nprocs, srv, raw)
         local function add(key, a, b) parts[key][#parts[key] + 1] = (b - a) * 1000 end
         add("unwatch", prev.t_rel, rr.u1)    -- releaser: poll + watchdog unregistration
         add("notify", rr.u1, tr.woke)        -- release script sent -> waiter's BLPOP returned
-        if tr.try0 >= tr.woke then           -- woken, then retried (notify)
+        if tr.try0 >= tr.woke then           -- woken, then retried (a plain wait)
           add("resume", tr.woke, tr.try0)    -- waiter's Lua up to its retry
           add("script", tr.try0, tr.w0)      -- the acquire script's round trip
-        else                                 -- the BLPOP reply was the grant (fair)
-          add("resume", tr.woke, tr.w0)      -- waiter's Lua up to its registration
+        else                                 -- the BLPOP reply came with the lock: the
+          add("granted", tr.woke, tr.w0)     -- grant (fair) or the queued attempt (notify)
         end
         add("watch", tr.w0, tr.w1)           -- watchdog registration
         add("rest", tr.w1, h.t_acq)          -- back to the worker
@@ -471,25 +473,27 @@ local function print_traced(traced)
       printf("      %-58s %s\n", label, ms(percentile(p[key], 0.5)))
     end
     local granted = #p.script == 0
+    local function count_line(label, key)
+      if #p[key] > 0 then line(string.format("%s [%d]", label, #p[key]), key) end
+    end
     printf("\n  %s x%d under contention, traced (bench/traced_worker.lua; a separate run):\n",
       r.variant, r.procs)
     printf("    %d handoffs, %d of them to a waiter woken by that release; p50 ms of each step of those:\n",
       r.handoffs, #p.total)
     line("releaser: t_released -> unwatch done (poll + unwatch)", "unwatch")
     line("release script sent -> waiter's BLPOP returned", "notify")
-    if granted then
-      line("waiter: BLPOP returned (the grant) -> registration (Lua)", "resume")
-    else
-      line("waiter: BLPOP returned -> retry sent (Lua)", "resume")
-      line("waiter: acquire script round trip", "script")
-    end
+    -- [n]: how many handoffs took that path
+    count_line("waiter: BLPOP returned with the lock -> registration", "granted")
+    count_line("waiter: BLPOP returned -> retry sent (Lua)", "resume")
+    count_line("waiter: acquire script round trip", "script")
     line("waiter: watchdog registration (conn:watch)", "watch")
     line("waiter: -> t_acquired", "rest")
     line("whole handoff", "total")
     line("(for comparison: the release script's own round trip)", "release_rtt")
     if granted then
-      printf("    per acquisition: %.2f attempts, %.2f BLPOP waits\n",
-        t.tries / math.max(t.calls, 1), t.waits / math.max(t.calls, 1))
+      printf("    per acquisition: %.2f attempts, %.2f BLPOP waits; %d of %d wakeups did not end in the\n" ..
+        "    lock (for notify: the attempt queued behind the BLPOP was refused)\n",
+        t.tries / math.max(t.calls, 1), t.waits / math.max(t.calls, 1), t.lost, t.waits)
     else
       printf("    per acquisition: %.2f attempts, %.2f BLPOP waits; %d of %d wakeups lost the race to the\n" ..
         "    releaser re-acquiring at once (the retry failed and the waiter blocked again)\n",

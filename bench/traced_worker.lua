@@ -11,10 +11,11 @@ any arguments, so the wrappers do not depend on signatures), of its C
 connection (watch, and script for the acquire scripts), of the watch handle
 (unwatch) and of the lock (release).
 For every client:acquire call it records
-  woke   when the call's last BLPOP wait (Client:_wait_release) returned
-         (0 if the call never waited)
+  woke   when the call's last BLPOP wait (Client:_wait_release, or the
+         channel's wait_try) returned (0 if the call never waited)
   try0   when its last attempt (its acquire script, conn:script) was sent: the
-         winning one
+         winning one (for an attempt queued behind a BLPOP by wait_try, when
+         that BLPOP was sent)
   try1   when that script's answer came back
   w0 w1  when the watchdog registration (conn:watch) after it started / returned
   waits  how many BLPOP waits the call made, tries how many attempts
@@ -90,6 +91,18 @@ redislock.connect = function(...)
   wrap(client, "_wait_release", nil, function()
     cur.woke = monotime()
     cur.waits = cur.waits + 1
+  end)
+  -- A wait with the next attempt queued behind it (channel wait_try): when
+  -- the attempt ran, it was sent with the BLPOP and answered with it.
+  local wait_sent = 0
+  wrap(methods(client._conn), "wait_try", function() wait_sent = monotime() end, function(sent, _, reply)
+    if not sent then return end
+    cur.woke = monotime()
+    cur.waits = cur.waits + 1
+    if type(reply) == "table" then
+      cur.try0, cur.try1 = wait_sent, cur.woke
+      cur.tries = cur.tries + 1
+    end
   end)
   wrap(methods(client._conn), "watch", function() cur.w0 = monotime() end,
     function() cur.w1 = monotime() end)

@@ -134,7 +134,7 @@ describe("sentinel", function()
     local long = assert(c:acquire(fresh(), { ttl = 30 }))   -- outlives the window on the new master
     local reason
     local short = assert(c:acquire(fresh(), { ttl = 1, on_lost = function(_, why) reason = why end }))
-    assert(rep:wait_sync())
+    assert(rep:wait_sync(30))
     local old = current_master()
     local t0 = helpers.monotime()
     assert(sen:failover())
