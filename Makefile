@@ -18,8 +18,8 @@
 #                   three Redlock masters)
 #   make bench      benchmarks against raw hiredis baselines (bench/README.md):
 #                   handoff, cycle, renew, watchdog CPU, callgrind, Redlock
-#                   latency (BENCH_LONG=1: the watchdog CPU run holds each lock
-#                   count 30 s, not 6)
+#                   latency (the watchdog CPU run holds each lock count 30 s, as
+#                   issue 14 asks; BENCH_SHORT=1: 6 s)
 #   make bench-plot PNGs of handoff latency and watchdog cost into bench/plots/
 #   make fuzz       libFuzzer on the C core for FUZZ_SECONDS (30)
 #
@@ -176,8 +176,8 @@ torture: test-deps
 # from Debian, node-redlock from npm (pinned by bench/peers/package-lock.json);
 # a peer that cannot be installed is skipped by the benchmark, which says so.
 # valgrind runs bench/callgrind.lua, strace its syscall column. Each hold of
-# bench/watchdog_cpu.lua lasts BENCH_SECONDS (6; BENCH_LONG=1: 30).
-BENCH_SECONDS ?= $(if $(BENCH_LONG),30,6)
+# bench/watchdog_cpu.lua lasts BENCH_SECONDS (30; BENCH_SHORT=1: 6).
+BENCH_SECONDS ?= $(if $(BENCH_SHORT),6,30)
 bench: test-deps
 	@tools/deps.sh python3-redis valgrind strace
 	@[ -d bench/peers/node_modules ] || ! command -v npm >/dev/null || \

@@ -3,8 +3,8 @@ bench/watchdog_cpu.lua -- what the watchdog costs a process that holds
 1, 100, 1,000 and 10,000 locks: CPU time, wakeups, round trips.
 
 run from the repo root, after `make` (needs ./redislock/core.so):
-  lua5.4 bench/watchdog_cpu.lua [SECONDS] [TTL]    (make bench: 6 s each;
-                                                   BENCH_LONG=1: 30 s each)
+  lua5.4 bench/watchdog_cpu.lua [SECONDS] [TTL]    (make bench: 30 s each;
+                                                   BENCH_SHORT=1: 6 s each)
 
 For each count N, one process (bench/hold_worker.lua "hold") connects,
 acquires N locks (ttl TTL, default 3 s: each renewed every TTL/3 = 1 s),
