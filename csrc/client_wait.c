@@ -13,15 +13,17 @@
 #define WAIT_TRY_MAX_ARGS SCRIPT_MAX_ARGS
 
 /* client:blpop_script(key, seconds, script, keys..., args...)
- *   -> true, wakeup, reply | false | nil, err, kind
+ *   -> true, wakeup, reply | false | nil, err, kind [, "unsent"]
  * BLPOP key seconds (a string, as Redis reads it), and the embedded script
  * `script` in the same write, which Redis runs as soon as the BLPOP
- * returns. true: wakeup is the value popped, or false when the BLPOP timed
- * out (or was refused); reply is the script's, or false when it did not
- * run (Redis refused it: NOSCRIPT after a flush, a redirect). false: nothing
- * was sent (the connection is not up yet, or the map must be refreshed):
+ * returns. true: wakeup is the value popped, false when the BLPOP timed
+ * out, nil when Redis refused the BLPOP (it did not wait: WRONGTYPE, an
+ * ACL, a redirect); reply is the script's, or false when it did not run
+ * (Redis refused it: NOSCRIPT after a flush, a redirect). false: nothing
+ * was sent (the map must be refreshed, or a Sentinel's master connected):
  * wait the ordinary way. nil, err, kind: the connection failed, and the
- * script may have run. */
+ * script may have run; with a fourth value "unsent", nothing was sent (it
+ * could not connect). */
 static int meth_blpop_script(lua_State *L) {
     const char *argv[WAIT_TRY_MAX_ARGS];
     size_t lens[WAIT_TRY_MAX_ARGS];
@@ -42,10 +44,17 @@ static int meth_blpop_script(lua_State *L) {
         lua_pushboolean(L, 0);
         return 1;
     }
+    if (k == -2) {
+        client_result(L, u, NULL);
+        lua_pushliteral(L, "unsent");
+        return 4;
+    }
     if (k < 0) return client_result(L, u, NULL);
     lua_pushboolean(L, 1);
     if (woken->type == REDIS_REPLY_ARRAY && woken->elements == 2)
         luaval_push_reply(L, woken->element[1], 1);
+    else if (woken->type == REDIS_REPLY_ERROR)
+        lua_pushnil(L);
     else
         lua_pushboolean(L, 0);
     if (attempt->type == REDIS_REPLY_ERROR)

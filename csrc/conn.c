@@ -124,6 +124,7 @@ void conn_drop(conn *c) {
     c->skip_since = 0;
     c->scripts_ran = 0;   /* the next connection may be to another server */
     c->no_script_load = 0;
+    c->last_reply_us = 0;
 }
 
 /* Records why, "connection <what>: <why> (<where>)", and closes. */

@@ -114,6 +114,10 @@ typedef struct conn {
     int no_script_load;      /* this node refused SCRIPT LOAD (an ACL without
                                 script|load, a renamed command): EVAL alone
                                 (script.h script_queue_load) */
+    int64_t last_reply_us;   /* monotonic us of conn_read's last reply (0:
+                                none yet): a conn idle longer than
+                                CONN_IDLE_CHECK_US is checked for a close by
+                                the server before it is used (conn_ensure) */
     int err;                 /* enum conn_err of the last failure */
     char errstr[CONN_ERRSTR_LEN];
     struct conn *reg_prev, *reg_next;  /* all conns, for fork */

@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "conn_internal.h"
 #include "deadline.h"
@@ -146,10 +147,37 @@ int conn_resolve(conn *c, int64_t deadline) {
     return 0;
 }
 
+/* A connection left idle this long is checked before it is used. */
+#define CONN_IDLE_CHECK_US 1000000
+
+/* Did the server close c while it sat idle (its `timeout`, CLIENT KILL, a
+ * proxy)? Only asked when nothing is in flight or buffered: then anything
+ * readable, an EOF or stray bytes, means the socket is done for. Sending
+ * on it would fail only after the request was on its way, with no telling
+ * whether it ran: a release lost that way leaves the lock for its ttl. */
+static int conn_closed_while_idle(conn *c) {
+    struct pollfd p;
+    char b;
+    ssize_t n;
+    if (c->skip > 0 || c->out_off < c->out.len || c->fast_off < c->fast.len || c->reader_holds)
+        return 0;
+    p.fd = c->fd;
+    p.events = POLLIN;
+    p.revents = 0;
+    if (poll(&p, 1, 0) <= 0 || p.revents == 0) return 0;
+    n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+}
+
 int conn_ensure(conn *c) {
     int64_t deadline;
     if (c->fd >= 0 && c->pid != proc_id()) conn_drop(c);
-    if (c->fd >= 0 && !c->connecting && c->hs_next >= c->hs_n) return 0;
+    if (c->fd >= 0 && !c->connecting && c->hs_next >= c->hs_n) {
+        if (c->last_reply_us == 0 || monotime_us() - c->last_reply_us < CONN_IDLE_CHECK_US ||
+            !conn_closed_while_idle(c))
+            return 0;
+        conn_drop(c);   /* nothing was sent on it: connect again */
+    }
     deadline = deadline_in_ms(c->cfg.connect_timeout_ms);
     if (conn_resolve(c, deadline) != 0) return -1;
     if (c->addrs.n == 0) {
@@ -190,9 +218,12 @@ int conn_ensure(conn *c) {
 }
 
 redisReply *conn_read(conn *c, int64_t deadline) {
+    redisReply *r;
     if (c->fd < 0) return NULL;
     if (c->out_off < c->out.len && conn_flush(c, deadline, "lost") != 0) return NULL;
-    return conn_wait_reply(c, deadline, "lost");
+    r = conn_wait_reply(c, deadline, "lost");
+    if (r != NULL) c->last_reply_us = monotime_us();
+    return r;
 }
 
 redisReply *conn_command(conn *c, int argc, const char **argv, const size_t *lens) {

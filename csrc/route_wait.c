@@ -32,25 +32,31 @@ static void route_wait_fail(router *r, const conn *c) {
     if (r->t->mode != TOPO_SINGLE) r->stale = 1;
 }
 
-/* Notes what the attempt's reply says of the connection: the script has
- * run on it, or its cache was flushed, or the node no longer serves the
- * slot (the next request refreshes the map). */
-static void route_wait_note(router *r, conn *c, const script_def *s, const redisReply *a) {
-    uint64_t bit = script_bit(s);
+/* A refusal (either reply) that says the node no longer serves the slot,
+ * or is no longer a master: the next request refreshes the map (and, for
+ * READONLY, on a new connection), as route_exec would. */
+static void route_wait_redirected(router *r, conn *c, const redisReply *x) {
     topo_node target;
+    int redirect;
+    if (x->type != REDIS_REPLY_ERROR || r->t->mode == TOPO_SINGLE) return;
+    memset(&target, 0, sizeof target);
+    redirect = cluster_redirect_of(x, &target);
+    topo_node_clear(&target);
+    if (redirect == CLUSTER_NONE) return;
+    r->stale = 1;
+    if (redirect == CLUSTER_READONLY) conn_drop(c);
+}
+
+/* Notes what the attempt's reply says of the connection: the script has
+ * run on it, or its cache was flushed. */
+static void route_wait_note(conn *c, const script_def *s, const redisReply *a) {
+    uint64_t bit = script_bit(s);
     if (a->type != REDIS_REPLY_ERROR) {
         c->scripts_ran |= bit;
-        return;
-    }
-    if (script_is_noscript(a)) {
+    } else if (script_is_noscript(a)) {
         c->scripts_ran &= ~bit;
         conn_note_noscript(c);
-        return;
     }
-    if (r->t->mode == TOPO_SINGLE) return;
-    memset(&target, 0, sizeof target);
-    if (cluster_redirect_of(a, &target) != CLUSTER_NONE) r->stale = 1;
-    topo_node_clear(&target);
 }
 
 int route_wait_try(router *r, const char *key, size_t klen, const char *secs, size_t slen,
@@ -58,7 +64,7 @@ int route_wait_try(router *r, const char *key, size_t klen, const char *secs, si
                    redisReply **woken, redisReply **attempt) {
     const char *bl[3];
     size_t bllen[3];
-    int64_t deadline = deadline_in_ms(r->timeout_ms);
+    int64_t deadline;
     int node, eval;
     conn *c;
     *woken = *attempt = NULL;
@@ -69,11 +75,14 @@ int route_wait_try(router *r, const char *key, size_t klen, const char *secs, si
     if (c == NULL || c->fd < 0 || c->pid != proc_id()) {
         /* (an ordinary wait that ended at its caller's deadline closed it)
          * Connect here, but not to a Sentinel's master: a reconnect there
-         * asks the sentinels first (route_exec). Failed: nothing was sent,
-         * and the ordinary wait says why. */
-        if (r->t->mode == TOPO_SENTINEL || (c = router_conn(r, node)) == NULL || conn_ensure(c) != 0)
-            return 0;
+         * asks the sentinels first (route_exec). */
+        if (r->t->mode == TOPO_SENTINEL || (c = router_conn(r, node)) == NULL) return 0;
+        if (conn_ensure(c) != 0) {
+            route_wait_fail(r, c);
+            return -2;
+        }
     }
+    deadline = deadline_in_ms(r->timeout_ms);   /* (after any connect) */
 
     /* on a connection where the script has not run yet, EVAL, after a
      * SCRIPT LOAD whose answer is skipped (script.h): put first, it never
@@ -99,7 +108,9 @@ int route_wait_try(router *r, const char *key, size_t klen, const char *secs, si
         *woken = NULL;
         goto failed;
     }
-    route_wait_note(r, c, s, *attempt);
+    route_wait_note(c, s, *attempt);
+    route_wait_redirected(r, c, *woken);
+    if (c->fd >= 0) route_wait_redirected(r, c, *attempt);
     return 1;
 
 failed:

@@ -69,10 +69,10 @@ int route_append(conn *c, const script_def *s, int use_eval, int argc,
  * (route_wait.c): BLPOP key secs, then script s, which Redis runs the
  * moment the BLPOP returns. 1: both replies read (*woken the BLPOP's,
  * *attempt the script's; either may be an error reply, and an error from
- * the script means it did not run); 0: nothing sent, the connection to
- * the key's node is not up or the map is stale (use route_command, which
- * connects and follows redirects); -1: failed (errstr), and the script
- * may have run. */
+ * the script means it did not run); 0: nothing sent, the map is stale or
+ * the node is a Sentinel's master not connected (use route_command, which
+ * refreshes and follows redirects); -1: failed (errstr), and the script
+ * may have run; -2: could not connect (errstr), nothing was sent. */
 int route_wait_try(router *r, const char *key, size_t klen, const char *secs, size_t slen,
                    const script_def *s, int nargs, const char **args, const size_t *lens,
                    redisReply **woken, redisReply **attempt);

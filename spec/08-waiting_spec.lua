@@ -229,6 +229,23 @@ describe("waiting", function()
     other:close()
   end)
 
+  it("a wait Redis refuses at once (the signal key of another type) backs off, no hot loop", function()
+    local name = "refused-wait"
+    warm_up(client)
+    local p = holder(name, 2.5)
+    assert(srv:cli_raw("SET", "{" .. name .. "}:signal", "not a list") == "OK")
+    local before = tonumber(srv:cli_raw("INFO", "stats"):match("total_commands_processed:(%d+)"))
+    local l, err = client:acquire(name, { ttl = 2, wait = 1.5 })   -- (waits of ttl/4 = 0.5 s)
+    local after = tonumber(srv:cli_raw("INFO", "stats"):match("total_commands_processed:(%d+)"))
+    assert.is_nil(l)
+    assert.equal("timeout", err)
+    -- backoff from 2 ms doubling to 100 ms: a few dozen tries in 1.5 s, a
+    -- handful of commands each (a hot loop made thousands)
+    assert.is_true(after - before < 600, (after - before) .. " commands in 1.5 s")
+    srv:cli_raw("DEL", "{" .. name .. "}:signal")   -- (before the holder's release needs it)
+    assert.equal(0, p:wait(5))
+  end)
+
   it("waits with wait = math.huge until the release", function()
     local name = "forever"
     local p = holder(name, 0.3)

@@ -305,9 +305,12 @@ return function(Client)
   -- reentrant ones; not for short ttls: the grant's lease is counted from
   -- when the wait was sent, so the wait is kept to a quarter of the ttl
   -- (and Redis ends a BLPOP up to a tick of its clock late, 100 ms).
+  -- (max_hold, which bounds liveness and not safety, counts from when the
+  -- grant was seen.)
   -- Returns nil when it did not wait (the caller waits with block); or
-  -- woken, handed, then the attempt's outcome: lock | nil, err, holder_ms,
-  -- or nothing when the attempt did not run.
+  -- woken (false: the wait failed or Redis refused it, so back off), the
+  -- wakeup, then the attempt's outcome: lock | nil, err, holder_ms, or
+  -- nothing when the attempt did not run.
   local WAIT_TRY_MIN_TTL = 1       -- seconds
   local WAIT_TRY_SLACK = 0.25      -- seconds left after the wait, at least
   local function wait_try(self, name, keys, token, ttl, signal, limit, left, spin, opts, max_hold)
@@ -315,19 +318,20 @@ return function(Client)
     local seconds = math.min(limit, ttl / 4)
     if seconds + WAIT_TRY_SLACK > left then return nil end
     local t0 = monotime()
-    local sent, v, r = self._conn:wait_try(signal, seconds, spin, "acquire", keys.lock, keys.fence,
+    local sent, v, r, unsent = self._conn:wait_try(signal, seconds, spin, "acquire", keys.lock, keys.fence,
       keys.waiters, token, ttl_arg(ttl), "1", self._fence_ttl_ms)
     if sent == false then return nil end
     if sent == nil then
       -- the attempt may have run: take back what it may have granted
-      self:_release_keys(keys, token)
+      if unsent ~= "unsent" then self:_release_keys(keys, token) end
       return false
     end
+    local woken = v ~= nil   -- (nil: Redis refused the BLPOP, it did not wait)
     if v then saw_wait(self, name, monotime() - t0) end
-    if not r then return true, v end
-    if r[1] ~= 1 then return true, v, nil, "busy", r[2] end
-    return true, v, granted(self, name, keys, token, opts.fence ~= false and r[2] or nil, t0, ttl, opts,
-      max_hold)
+    if not r then return woken, v end
+    if r[1] ~= 1 then return woken, v, nil, "busy", r[2] end
+    return woken, v, granted(self, name, keys, token, opts.fence ~= false and r[2] or nil, t0, ttl, opts,
+      max_hold and max_hold + (monotime() - t0))
   end
 
   -- client:acquire, with argument errors naming `fname` (acquire or with_lock).
@@ -400,6 +404,8 @@ return function(Client)
         -- the attempt queued behind the wait ran: its outcome is this round's
         lock, err, holder_ms, tried = got, gerr, gms, true
         if lock then break end
+        -- a wait Redis refused at once (a wrong type, an ACL): no hot loop
+        if not woken then self._conn:sleep(math.min(backoff.delay(attempt), limit)) end
       elseif mode == "fair" and handed then
         -- A release handed us the lock with a short lease. It did so after
         -- our last attempt ran (which cleared any older hand-over), so the

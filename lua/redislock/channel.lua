@@ -22,14 +22,16 @@
 --       none came); exact = true: the caller's deadline ends at `seconds`,
 --       so the transport must end the wait then, not when Redis does
 --   ch:wait_try(key, seconds, spin, name, keys..., args...)
---       -> true, wakeup | false, reply | false  |  false  |  nil, err, kind
+--       -> true, wakeup | false | nil, reply | false  |  false  |
+--          nil, err, kind [, "unsent"]
 --       the same BLPOP with script `name` queued behind it on that
 --       connection, so Redis runs it the moment the BLPOP returns; Redis
 --       ends the wait (seconds must end well before the caller's
---       deadline). true: wakeup as block's, reply the script's (false: it
---       did not run). false: nothing sent (the transport cannot, or not
---       now): wait with block. nil, err, kind: failed, the script may
---       have run
+--       deadline). true: wakeup as block's (nil: Redis refused the BLPOP,
+--       nobody waited), reply the script's (false: it did not run). false:
+--       nothing sent (the transport cannot, or not now): wait with block.
+--       nil, err, kind: failed, the script may have run ("unsent": it did
+--       not, nothing was sent)
 --   ch:sleep(seconds)                  waits without blocking others where
 --                                      the host can (nginx)
 --   ch:watch(key, token, ttl, lease_end, hold_until, renew) -> watch, id | nil, err
