@@ -114,10 +114,10 @@ typedef struct conn {
     int no_script_load;      /* this node refused SCRIPT LOAD (an ACL without
                                 script|load, a renamed command): EVAL alone
                                 (script.h script_queue_load) */
-    int64_t last_reply_us;   /* monotonic us of conn_read's last reply (0:
-                                none yet): a conn idle longer than
-                                CONN_IDLE_CHECK_US is checked for a close by
-                                the server before it is used (conn_ensure) */
+    int64_t last_reply_us;   /* monotonic us of the last reply conn_read or
+                                conn_ensure's handshake read: a conn idle
+                                longer than that is checked for a close by
+                                the server before use (conn_check_idle) */
     int err;                 /* enum conn_err of the last failure */
     char errstr[CONN_ERRSTR_LEN];
     struct conn *reg_prev, *reg_next;  /* all conns, for fork */
@@ -149,6 +149,14 @@ int conn_resolve(conn *c, int64_t deadline);
  * process forked since), all within connect_timeout. 0, or -1 with errstr
  * ("connection failed: ..." or "redis error: ..."). */
 int conn_ensure(conn *c);
+
+/* Drops c if the server closed it while it sat idle for over a second (its
+ * `timeout`, CLIENT KILL, a proxy, the server's death): checked before a
+ * request is queued, when nothing is in flight, so that it goes on a new
+ * connection rather than into a dead one, where it would fail with no
+ * telling whether it ran. A drop, not a reconnect: the caller connects
+ * the way its topology says (a Sentinel's master is looked up again). */
+void conn_check_idle(conn *c);
 
 /* Sends one command and reads its reply within timeout, binary safe.
  * Returns the reply (the caller frees it, an error reply included) or NULL

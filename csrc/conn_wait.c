@@ -169,15 +169,16 @@ static int conn_closed_while_idle(conn *c) {
     return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
 }
 
+void conn_check_idle(conn *c) {
+    if (c->fd >= 0 && !c->connecting && c->hs_next >= c->hs_n && c->pid == proc_id() &&
+        monotime_us() - c->last_reply_us >= CONN_IDLE_CHECK_US && conn_closed_while_idle(c))
+        conn_drop(c);
+}
+
 int conn_ensure(conn *c) {
     int64_t deadline;
     if (c->fd >= 0 && c->pid != proc_id()) conn_drop(c);
-    if (c->fd >= 0 && !c->connecting && c->hs_next >= c->hs_n) {
-        if (c->last_reply_us == 0 || monotime_us() - c->last_reply_us < CONN_IDLE_CHECK_US ||
-            !conn_closed_while_idle(c))
-            return 0;
-        conn_drop(c);   /* nothing was sent on it: connect again */
-    }
+    if (c->fd >= 0 && !c->connecting && c->hs_next >= c->hs_n) return 0;
     deadline = deadline_in_ms(c->cfg.connect_timeout_ms);
     if (conn_resolve(c, deadline) != 0) return -1;
     if (c->addrs.n == 0) {
@@ -214,6 +215,7 @@ int conn_ensure(conn *c) {
         if (conn_fill(c) < 0) return -1;
     }
     c->err = CONN_OK;
+    c->last_reply_us = monotime_us();   /* (the handshake's replies) */
     return 0;
 }
 

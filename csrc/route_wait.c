@@ -72,6 +72,7 @@ int route_wait_try(router *r, const char *key, size_t klen, const char *secs, si
     node = r->t->mode == TOPO_SINGLE ? 0 : topo_node_of(r->snap, key, klen);
     if (node < 0 || node >= r->nconns) return 0;
     c = r->conns[node];
+    if (c != NULL) conn_check_idle(c);
     if (c == NULL || c->fd < 0 || c->pid != proc_id()) {
         /* (an ordinary wait that ended at its caller's deadline closed it)
          * Connect here, but not to a Sentinel's master: a reconnect there

@@ -241,6 +241,7 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             router_fail(r, CONN_ENOMEM, "out of memory");
             break;
         }
+        conn_check_idle(c);
         /* Sentinel: every reconnect asks the sentinels where the master is */
         if (c->fd < 0 && r->t->mode == TOPO_SENTINEL && !refreshed) {
             r->stale = 1;

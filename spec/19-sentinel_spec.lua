@@ -165,4 +165,41 @@ describe("sentinel", function()
     got:release()
     c:close()
   end)
+
+  -- A connection to a master that died is found closed by the idle check
+  -- (csrc/conn_wait.c) before the next request: it must be made again
+  -- through the sentinels, never straight to the old address, where the
+  -- old master may be back, empty, and still a master for a few seconds.
+  it("a connection found dead while idle is made again through the sentinels, not to the old master", function()
+    assert(helpers.wait_until(function() return sen:ready(1) end, 30, 0.1), "sentinels not ready")
+    local old = current_master()
+    local new = old == rep.master and rep.replicas[1] or rep.master
+    local c1 = assert(connect())
+    assert(c1:acquire(fresh(), { ttl = 5 })):release()   -- c1's connection: to `old`
+    assert(topology.wait_replicas_synced(old, { new }, 30))
+    old:kill("KILL")
+    assert(sen:wait_master_change(old, 20), "no failover")
+    local c2 = assert(connect())
+    local name = fresh()
+    local l2
+    assert(helpers.wait_until(function()
+      l2 = c2:acquire(name, { ttl = 30 })
+      return l2
+    end, 20, 0.1))
+    assert.equal(l2.token, new:cli_raw("GET", l2._keys.lock))
+    -- the old master back, empty (no persistence), a master again until
+    -- the sentinels turn it into a replica
+    old:restart()
+    assert.equal("OK", old:cli_raw("REPLICAOF", "NO", "ONE"))
+    helpers.sleep(1.1)   -- c1's dead connection idle past the check
+    local l1, err = c1:acquire(name, { ttl = 30 })
+    assert.is_nil(l1, "granted on the old master: two holders")
+    assert.equal("busy", err)
+    assert.equal("", old:cli_raw("GET", l2._keys.lock))
+    assert.is_true(l2:release())
+    c1:close()
+    c2:close()
+    -- `old` a replica of the new master again
+    old:cli_raw("REPLICAOF", "127.0.0.1", tostring(new.port))
+  end)
 end)
