@@ -21,6 +21,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "monotime.h"
 #include "reply_fast.h"
 #include "conn_internal.h"
 
@@ -325,6 +326,7 @@ int conn_reply(conn *c, redisReply **out) {
                 continue;
             }
             *out = r;
+            c->last_reply_us = monotime_us();   /* (conn_check_idle) */
             return 1;
         }
         if (conn_handshake_reply(c, r) != 0) return -1;

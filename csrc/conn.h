@@ -114,8 +114,8 @@ typedef struct conn {
     int no_script_load;      /* this node refused SCRIPT LOAD (an ACL without
                                 script|load, a renamed command): EVAL alone
                                 (script.h script_queue_load) */
-    int64_t last_reply_us;   /* monotonic us of the last reply conn_read or
-                                conn_ensure's handshake read: a conn idle
+    int64_t last_reply_us;   /* monotonic us of the last reply conn_reply
+                                gave, or of conn_ensure's handshake: a conn idle
                                 longer than that is checked for a close by
                                 the server before use (conn_check_idle) */
     int err;                 /* enum conn_err of the last failure */

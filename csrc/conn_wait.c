@@ -220,12 +220,9 @@ int conn_ensure(conn *c) {
 }
 
 redisReply *conn_read(conn *c, int64_t deadline) {
-    redisReply *r;
     if (c->fd < 0) return NULL;
     if (c->out_off < c->out.len && conn_flush(c, deadline, "lost") != 0) return NULL;
-    r = conn_wait_reply(c, deadline, "lost");
-    if (r != NULL) c->last_reply_us = monotime_us();
-    return r;
+    return conn_wait_reply(c, deadline, "lost");
 }
 
 redisReply *conn_command(conn *c, int argc, const char **argv, const size_t *lens) {
