@@ -413,9 +413,46 @@ function Transport:block(key, seconds, exact)
   return r and r[2] or false
 end
 
---- Not offered here (see redislock.channel): the waiter waits with block,
--- then sends its next attempt.
-function Transport.wait_try() return false end
+--- BLPOP key for up to `seconds` with the embedded script `name` queued
+-- behind it, in one pipeline on a pooled connection of the wait transport
+-- (see redislock.channel): Redis runs the script the moment the BLPOP
+-- returns. Redis ends the wait (the caller keeps it well inside its
+-- deadline); the read timeout is a margin past it, so a timeout is a fault
+-- (nginx logs it). Before the first wait (plain, by block) there is no wait
+-- transport yet: false, as when nothing can be sent. Refusals (an error
+-- for either command: WRONGTYPE, NOSCRIPT, a redirect, which the next
+-- plain attempt follows) read as in the native transport: a nil wakeup, a
+-- false reply.
+function Transport:wait_try(key, seconds, _, name, ...)
+  self:_check()
+  local waiter = self._waiter
+  if not waiter then return false end
+  local s = core.scripts[name]
+  if not s then error("bad argument #4 to 'wait_try' (no such script)", 2) end
+  local n = select("#", ...)
+  local args = to_strings(n, ...)
+  waiter:set_timeout(seconds + 0.25)
+  local res, err = waiter:_call(function(red)
+    red:init_pipeline(2)
+    red:blpop(key, string.format("%.3f", seconds))
+    red:evalsha(s.sha, s.keys, unpack(args, 1, n))
+    local vals, perr = red:commit_pipeline()
+    if not vals then return nil, perr end
+    return { vals[1], vals[2] }
+  end, key)
+  if res == nil then
+    return nil, err, err:find("timed out", 1, true) and "timeout" or
+      (err:find("^redis error") and "redis" or "connection")
+  end
+  -- (converted: a nil bulk is false, an error the bare message)
+  local woken, reply = res[1], res[2]
+  if type(woken) == "string" then
+    woken = nil
+  elseif type(woken) == "table" then
+    woken = woken[2]
+  end
+  return true, woken, type(reply) == "table" and reply or false
+end
 
 function Transport.sleep(_, seconds) ngx.sleep(seconds) end
 

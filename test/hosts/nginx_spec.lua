@@ -225,6 +225,34 @@ describe("inside nginx (LuaJIT)", function()
         end)
     end
 
+    it("a woken waiter's attempt rides with its BLPOP: the releaser's retake at once is refused", function()
+      local redislock = require "redislock"
+      local me = assert(redislock.connect { url = srv.url })
+      local name = "co-retake"
+      local held = assert(me:acquire(name, { ttl = 10 }))
+      -- the worker's wait transport is made by a first, plain wait
+      assert.equal("failed timeout", get("/c/acquire?name=" .. name .. "&ttl=5&wait=0.05"))
+      for _ = 1, 4 do
+        local waiter = helpers.spawn("exec curl -s " .. helpers.quote(base .. "/c/acquire?name=" .. name ..
+          "&ttl=5&wait=5"))
+        assert(helpers.wait_until(function()
+          return admin:command("CLIENT", "LIST"):find(" flags=b ", 1, true)
+        end, 5, 0.005), "the waiter never blocked")
+        assert.is_true(held:release())
+        -- sent as soon as the release is answered: the waiter's attempt,
+        -- queued behind its BLPOP, ran before it
+        local again, err = me:acquire(name, { ttl = 10 })
+        assert.is_nil(again)
+        assert.equal("busy", err)
+        assert.equal(0, waiter:wait(10))
+        assert.matches("^fence %d+", waiter:stdout())
+        assert.equal("true", get("/release?name=" .. name))
+        held = assert(me:acquire(name, { ttl = 10 }))
+      end
+      assert.is_true(held:release())
+      me:close()
+    end)
+
     it("keeps a pool of its own: a connection other code left on another db is never used", function()
       for _ = 1, 3 do assert.equal("ok", get("/c/pollute")) end
       assert.matches("^fence", get("/c/acquire?name=pool&ttl=5"))
