@@ -418,15 +418,19 @@ end
 -- (see redislock.channel): Redis runs the script the moment the BLPOP
 -- returns. Redis ends the wait (the caller keeps it well inside its
 -- deadline); the read timeout is a margin past it, so a timeout is a fault
--- (nginx logs it). Before the first wait (plain, by block) there is no wait
--- transport yet: false, as when nothing can be sent. Refusals (an error
--- for either command: WRONGTYPE, NOSCRIPT, a redirect, which the next
--- plain attempt follows) read as in the native transport: a nil wakeup, a
--- false reply.
+-- (nginx logs it). Refusals (an error for either command: WRONGTYPE,
+-- NOSCRIPT, a redirect) read as in the native transport: a nil wakeup, a
+-- false reply. A MOVED or READONLY reloads the map, as the native router
+-- marks it stale; an ASK is followed by the next plain attempt (when the
+-- script did not run) and otherwise not at all: such a waiter backs off
+-- until the migration ends.
 function Transport:wait_try(key, seconds, _, name, ...)
   self:_check()
   local waiter = self._waiter
-  if not waiter then return false end
+  if not waiter then
+    waiter = assert(_M.new(self._cfg, nil, self._topo))
+    self._waiter = waiter
+  end
   local s = core.scripts[name]
   if not s then error("bad argument #4 to 'wait_try' (no such script)", 2) end
   local n = select("#", ...)
@@ -446,6 +450,12 @@ function Transport:wait_try(key, seconds, _, name, ...)
   end
   -- (converted: a nil bulk is false, an error the bare message)
   local woken, reply = res[1], res[2]
+  for _, e in ipairs({ woken, reply }) do
+    if self._mode ~= "single" and type(e) == "string" and (e:find("^MOVED") or e:find("^READONLY")) then
+      self:_refresh()
+      break
+    end
+  end
   if type(woken) == "string" then
     woken = nil
   elseif type(woken) == "table" then
