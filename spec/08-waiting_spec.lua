@@ -327,8 +327,10 @@ describe("waiting", function()
 
   it("a fair waiter that gives up or dies does not block the line", function()
     local name = "fair2"
-    local p = holder(name, 1.0)
-    local quitter = fair_waiter(name, 0.3)    -- gives up before the release
+    -- (the quitter must still be in line when the third waiter joins: under
+    -- a sanitizer on a slow day, starting a waiter took longer than 0.3 s)
+    local p = holder(name, 3.0)
+    local quitter = fair_waiter(name, 1.5)    -- gives up before the release
     assert(helpers.wait_until(function() return srv:cli_raw("LLEN", "{fair2}:queue") == "1" end, 5, 0.01))
     local doomed = fair_waiter(name, 30)       -- will be killed while queued
     assert(helpers.wait_until(function() return srv:cli_raw("LLEN", "{fair2}:queue") == "2" end, 5, 0.01))
