@@ -394,22 +394,32 @@ function Transport:set_timeout(seconds)
   self._timeout_ms = ms(seconds)
 end
 
---- BLPOP key for up to `seconds`, on a pooled connection of its own (see
--- redislock.channel). No spinning here: a cosocket wait costs the worker
--- nothing, and nginx wakes it when the reply comes.
-function Transport:block(key, seconds, exact)
-  self:_check()
+-- The transport that waits (block, wait_try): pooled connections of its
+-- own, made at the first wait.
+local function wait_transport(self)
   local waiter = self._waiter
   if not waiter then
     waiter = assert(_M.new(self._cfg, nil, self._topo))
     self._waiter = waiter
   end
+  return waiter
+end
+
+-- A wait's failure as the channel gives it: nil, err, kind.
+local function wait_failed(err)
+  return nil, err, err:find("timed out", 1, true) and "timeout" or
+    (err:find("^redis error") and "redis" or "connection")
+end
+
+--- BLPOP key for up to `seconds`, on a pooled connection of its own (see
+-- redislock.channel). No spinning here: a cosocket wait costs the worker
+-- nothing, and nginx wakes it when the reply comes.
+function Transport:block(key, seconds, exact)
+  self:_check()
+  local waiter = wait_transport(self)
   waiter:set_timeout(seconds + (exact and 0.005 or 0.25))
   local r, err = waiter:command("BLPOP", key, string.format("%.3f", seconds))
-  if r == nil then
-    return nil, err, err:find("timed out", 1, true) and "timeout" or
-      (err:find("^redis error") and "redis" or "connection")
-  end
+  if r == nil then return wait_failed(err) end
   return r and r[2] or false
 end
 
@@ -426,11 +436,7 @@ end
 -- until the migration ends.
 function Transport:wait_try(key, seconds, _, name, ...)
   self:_check()
-  local waiter = self._waiter
-  if not waiter then
-    waiter = assert(_M.new(self._cfg, nil, self._topo))
-    self._waiter = waiter
-  end
+  local waiter = wait_transport(self)
   local s = core.scripts[name]
   if not s then error("bad argument #4 to 'wait_try' (no such script)", 2) end
   local n = select("#", ...)
@@ -444,10 +450,7 @@ function Transport:wait_try(key, seconds, _, name, ...)
     if not vals then return nil, perr end
     return { vals[1], vals[2] }
   end, key)
-  if res == nil then
-    return nil, err, err:find("timed out", 1, true) and "timeout" or
-      (err:find("^redis error") and "redis" or "connection")
-  end
+  if res == nil then return wait_failed(err) end
   -- (converted: a nil bulk is false, an error the bare message)
   local woken, reply = res[1], res[2]
   for _, e in ipairs({ woken, reply }) do
