@@ -86,20 +86,26 @@ int client_result(lua_State *L, client_ud *u, redisReply *r) {
 
 /* ---- methods ------------------------------------------------------------- */
 
+const script_def *client_script_args(lua_State *L, int name_idx, const char **argv, size_t *lens,
+                                     int *n) {
+    size_t len;
+    const char *name = luaL_checklstring(L, name_idx, &len);
+    const script_def *s = script_find_len(name, len);
+    if (s == NULL) luaL_argerror(L, name_idx, "no such script");
+    *n = luaval_args(L, name_idx + 1, argv, lens, SCRIPT_MAX_ARGS);
+    if (*n < s->nkeys)
+        luaL_error(L, "script '%s' takes %d keys, got %d arguments", s->name, s->nkeys, *n);
+    return s;
+}
+
 /* client:script(name, keys..., args...) -> reply | nil, err
  * Runs one of the embedded scripts (EVALSHA, EVAL on NOSCRIPT). */
 static int meth_script(lua_State *L) {
     const char *argv[SCRIPT_MAX_ARGS];
     size_t lens[SCRIPT_MAX_ARGS];
     client_ud *u = client_check(L);
-    size_t len;
-    const char *name = luaL_checklstring(L, 2, &len);
-    const script_def *s = script_find_len(name, len);
     int n;
-    if (s == NULL) return luaL_argerror(L, 2, "no such script");
-    n = luaval_args(L, 3, argv, lens, SCRIPT_MAX_ARGS);
-    if (n < s->nkeys)
-        return luaL_error(L, "script '%s' takes %d keys, got %d arguments", s->name, s->nkeys, n);
+    const script_def *s = client_script_args(L, 2, argv, lens, &n);
     return client_result(L, u, route_script(u->r, s, n, argv, lens));
 }
 

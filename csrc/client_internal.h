@@ -6,6 +6,7 @@
 #include "lua.h"
 #include "lauxlib.h"
 #include "router.h"
+#include "script.h"
 #include "topo.h"
 #include "watchdog.h"
 
@@ -31,6 +32,13 @@ client_ud *client_push_closed(lua_State *L);
  * "connection", "timeout", "redis", "memory": callers branch on it, never
  * on the message's text). Frees r. */
 int client_result(lua_State *L, client_ud *u, redisReply *r);
+
+/* The embedded script named at stack index name_idx and its keys and
+ * arguments (the values after it, as strings into argv/lens, at most
+ * SCRIPT_MAX_ARGS; *n of them). Raises on an unknown name, on too few
+ * values for its keys, and as luaval_args does. */
+const script_def *client_script_args(lua_State *L, int name_idx, const char **argv, size_t *lens,
+                                     int *n);
 
 /* The Redlock fan-out and WAIT (client_quorum.c). */
 extern const luaL_Reg client_quorum_methods[];

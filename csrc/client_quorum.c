@@ -45,15 +45,11 @@ static int meth_fanout(lua_State *L) {
     client_ud *u = client_check(L);
     lua_Number timeout = luaL_checknumber(L, 2);
     int quorum = (int)luaL_checkinteger(L, 3), n, i, nargs;
-    size_t len;
-    const char *name = luaL_checklstring(L, 4, &len);
-    const script_def *s = script_find_len(name, len);
+    const script_def *s;
     fanout_result *res;
+    luaL_checkstring(L, 4);
     if (!(timeout > 0 && timeout <= 86400)) return luaL_argerror(L, 2, "timeout out of range");
-    if (s == NULL) return luaL_argerror(L, 4, "no such script");
-    nargs = luaval_args(L, 5, argv, lens, SCRIPT_MAX_ARGS);
-    if (nargs < s->nkeys)
-        return luaL_error(L, "script '%s' takes %d keys, got %d arguments", s->name, s->nkeys, nargs);
+    s = client_script_args(L, 4, argv, lens, &nargs);
     if (router_sync(u->r) != 0) return client_result(L, u, NULL);
     n = u->r->nconns;
     res = (fanout_result *)lua_newuserdata(L, (size_t)(n ? n : 1) * sizeof *res);

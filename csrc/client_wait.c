@@ -10,8 +10,6 @@
 #include "router.h"
 #include "script.h"
 
-#define WAIT_TRY_MAX_ARGS SCRIPT_MAX_ARGS
-
 /* client:blpop_script(key, seconds, script, keys..., args...)
  *   -> true, wakeup, reply | false | nil, err, kind [, "unsent"]
  * BLPOP key seconds (a string, as Redis reads it), and the embedded script
@@ -25,20 +23,15 @@
  * script may have run; with a fourth value "unsent", nothing was sent (it
  * could not connect). */
 static int meth_blpop_script(lua_State *L) {
-    const char *argv[WAIT_TRY_MAX_ARGS];
-    size_t lens[WAIT_TRY_MAX_ARGS];
+    const char *argv[SCRIPT_MAX_ARGS];
+    size_t lens[SCRIPT_MAX_ARGS];
     client_ud *u = client_check(L);
-    size_t klen, slen, nlen;
+    size_t klen, slen;
     const char *key = luaL_checklstring(L, 2, &klen);
     const char *secs = luaL_checklstring(L, 3, &slen);
-    const char *name = luaL_checklstring(L, 4, &nlen);
-    const script_def *s = script_find_len(name, nlen);
     redisReply *woken, *attempt;
     int n, k;
-    if (s == NULL) return luaL_argerror(L, 4, "no such script");
-    n = luaval_args(L, 5, argv, lens, WAIT_TRY_MAX_ARGS);
-    if (n < s->nkeys)
-        return luaL_error(L, "script '%s' takes %d keys, got %d arguments", s->name, s->nkeys, n);
+    const script_def *s = client_script_args(L, 4, argv, lens, &n);
     k = route_wait_try(u->r, key, klen, secs, slen, s, n, argv, lens, &woken, &attempt);
     if (k == 0) {
         lua_pushboolean(L, 0);
