@@ -120,6 +120,22 @@ describe("waiting", function()
   -- A holder that takes `name` `rounds` times; each time it waits until a
   -- client is blocked in BLPOP, releases, and at once tries to take the lock
   -- back, printing "retake N <fence or busy>".
+  -- For the child processes below: until_blocked(conn) waits until some
+  -- client is blocked in a BLPOP on the server of `conn` (a redislock
+  -- channel), and returns that client's id.
+  local UNTIL_BLOCKED = [[
+    local function until_blocked(conn)
+      local core = require "redislock.core"
+      local t = core.monotime()
+      while true do
+        local id = conn:command("CLIENT", "LIST"):match("id=(%d+)[^\n]* flags=b ")
+        if id then return id end
+        assert(core.monotime() - t < 10, "no waiter blocked")
+        core.sleep(0.001)
+      end
+    end
+  ]]
+
   -- A wait connection is made by a client's first wait, which is an
   -- ordinary one: make it with a wait on a lock the client holds itself.
   local function warm_up(c)
@@ -130,19 +146,14 @@ describe("waiting", function()
   end
 
   local function retaker(name, rounds)
-    return helpers.spawn(helpers.lua_cmd(string.format([[
+    return helpers.spawn(helpers.lua_cmd(UNTIL_BLOCKED .. string.format([[
       local redislock = require "redislock"
-      local core = require "redislock.core"
       local c = assert(redislock.connect { url = %q })
       local probe = assert(redislock.connect { url = %q })._conn
       for i = 1, %d do
         local l = assert(c:acquire(%q, { ttl = 10, wait = 10 }))
         print("held " .. i) io.stdout:flush()
-        local t = core.monotime()
-        while not probe:command("CLIENT", "LIST"):find(" flags=b ", 1, true) do
-          assert(core.monotime() - t < 10, "no waiter blocked")
-          core.sleep(0.002)
-        end
+        until_blocked(probe)
         assert(l:release())
         local again, err = c:acquire(%q, { ttl = 10 })
         print("retake " .. i .. " " .. (again and again.fence or err)) io.stdout:flush()
@@ -176,18 +187,13 @@ describe("waiting", function()
     -- script cache before it releases.
     local name = "retake-flush"
     warm_up(client)
-    local p = helpers.spawn(helpers.lua_cmd(string.format([[
+    local p = helpers.spawn(helpers.lua_cmd(UNTIL_BLOCKED .. string.format([[
       local redislock = require "redislock"
-      local core = require "redislock.core"
       local c = assert(redislock.connect { url = %q })
       for i = 1, 2 do
         local l = assert(c:acquire(%q, { ttl = 10, wait = 10 }))
         print("held " .. i) io.stdout:flush()
-        local t = core.monotime()
-        while not c._conn:command("CLIENT", "LIST"):find(" flags=b ", 1, true) do
-          assert(core.monotime() - t < 10, "no waiter blocked")
-          core.sleep(0.002)
-        end
+        until_blocked(c._conn)
         if i == 2 then assert(c._conn:command("SCRIPT", "FLUSH")) end
         assert(l:release())
       end
@@ -208,16 +214,9 @@ describe("waiting", function()
     local other = assert(redislock.connect { url = srv.url })
     warm_up(other)
     local p = holder(name, 0.6)
-    local killer = helpers.spawn(helpers.lua_cmd(string.format([[
-      local core = require "redislock.core"
+    local killer = helpers.spawn(helpers.lua_cmd(UNTIL_BLOCKED .. string.format([[
       local probe = assert(require("redislock").connect { url = %q })._conn
-      local t = core.monotime()
-      while true do
-        local id = probe:command("CLIENT", "LIST"):match("id=(%%d+)[^\n]* flags=b ")
-        if id then assert(probe:command("CLIENT", "KILL", "ID", id)) break end
-        assert(core.monotime() - t < 10, "no waiter blocked")
-        core.sleep(0.001)
-      end
+      assert(probe:command("CLIENT", "KILL", "ID", until_blocked(probe)))
     ]], srv.url)))
     local l, err = other:acquire(name, { ttl = 5, wait = 10 })
     assert(l, err)

@@ -43,10 +43,10 @@ end
 --- BLPOP key for up to `seconds` on the wait connection, with the script
 -- `name` queued behind it in the same write: Redis runs it the moment the
 -- BLPOP returns (see csrc/route_wait.c). `seconds` must end well before the
--- caller's deadline: Redis, not our clock, ends this wait. Returns true,
--- the wakeup (false: none came), the script's reply (false: it did not
--- run); or false when nothing was sent (no wait connection up yet: wait
--- the ordinary way); or nil, err, kind, and then the script may have run.
+-- caller's deadline: Redis, not our clock, ends this wait. Returns what
+-- redislock.channel's wait_try says (client_wait.c blpop_script), or false
+-- when there is no wait connection yet (a client's first wait is an
+-- ordinary one, which makes it).
 local function wait_try(self, key, seconds, spin, name, ...)
   local conn = waits[self]
   if not conn then return false end
