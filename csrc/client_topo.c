@@ -13,6 +13,7 @@
 #include "compat.h"
 #include "cluster.h"
 #include "luaval.h"
+#include "sentinel_watch.h"
 
 /* client:topology() -> mode ("single", "sentinel", "cluster"), { seeds... }
  * What this client routes by, for a transport that talks to the nodes
@@ -38,14 +39,17 @@ static int meth_topology(lua_State *L) {
     return 2;
 }
 
-/* client:route(key) -> host, port | path | nil (no topology loaded yet, or
- * no node serves the key's slot). */
+/* client:route(key) -> host, port, epoch | path, nil, epoch | nil (no
+ * topology loaded yet, a Sentinel master in doubt, or no node serves the
+ * key's slot). epoch names the snapshot, for client:doubt. */
 static int meth_route(lua_State *L) {
     client_ud *u = client_check(L);
     size_t klen;
     const char *key = luaL_optlstring(L, 2, "", &klen);
-    topo_snap *s = topo_snap_get(u->t);
+    topo_snap *s;
     int i;
+    if (!topo_confirmed(u->t)) return 0;
+    s = topo_snap_get(u->t);
     if (s == NULL) return 0;
     i = topo_node_of(s, key, klen);
     if (i < 0) {
@@ -54,13 +58,41 @@ static int meth_route(lua_State *L) {
     }
     if (s->nodes[i].path) {
         lua_pushstring(L, s->nodes[i].path);
-        topo_snap_put(u->t, s);
-        return 1;
+        lua_pushnil(L);
+    } else {
+        lua_pushstring(L, s->nodes[i].host);
+        lua_pushinteger(L, s->nodes[i].port);
     }
-    lua_pushstring(L, s->nodes[i].host);
-    lua_pushinteger(L, s->nodes[i].port);
+    lua_pushinteger(L, (lua_Integer)s->epoch);
     topo_snap_put(u->t, s);
-    return 2;
+    return 3;
+}
+
+/* client:follow() -> true | false
+ * Sentinel: makes sure the follower thread runs (csrc/sentinel_watch.h) and
+ * asks it to look now; the caller then waits for client:route to answer.
+ * The one implementation of whom to trust, for transports that cannot
+ * block (nginx): false when no such thread can run here. */
+static int meth_follow(lua_State *L) {
+    client_ud *u = client_check(L);
+    if (u->t->mode != TOPO_SENTINEL) return luaL_error(L, "not a sentinel client");
+    topo_follow(u->t);
+    pthread_mutex_lock(&u->t->mu);
+    if (u->t->watch) sentinel_watch_kick(u->t->watch);
+    lua_pushboolean(L, u->t->watch != NULL);
+    pthread_mutex_unlock(&u->t->mu);
+    return 1;
+}
+
+/* client:doubt(epoch)
+ * Sentinel: the master of snapshot `epoch` (from client:route) failed a
+ * request (timed out, reset, refused, READONLY): no node is routed to
+ * until the sentinels confirm one again (topo_doubt). */
+static int meth_doubt(lua_State *L) {
+    client_ud *u = client_check(L);
+    lua_Integer epoch = luaL_checkinteger(L, 2);
+    if (epoch > 0) topo_doubt(u->t, (uint64_t)epoch);
+    return 0;
 }
 
 /* client:load_slots(reply, host, port) -> true | nil, err
@@ -121,5 +153,7 @@ const luaL_Reg client_topo_methods[] = {
     {"route", meth_route},
     {"load_slots", meth_load_slots},
     {"set_master", meth_set_master},
+    {"follow", meth_follow},
+    {"doubt", meth_doubt},
     {NULL, NULL}
 };

@@ -68,16 +68,19 @@ int route_wait_try(router *r, const char *key, size_t klen, const char *secs, si
     int node, eval;
     conn *c;
     *woken = *attempt = NULL;
+    /* Sentinel: never. A BLPOP on a master that is demoted meanwhile ends
+     * at its timeout there, and the attempt behind it would run on a node
+     * the sentinels no longer name: the plain wait sends the attempt
+     * through route_exec, which goes only to a confirmed master. */
+    if (r->t->mode == TOPO_SENTINEL) return 0;
     if (r->stale || topo_epoch(r->t) == 0 || nargs > SCRIPT_MAX_ARGS || router_sync(r) != 0) return 0;
     node = r->t->mode == TOPO_SINGLE ? 0 : topo_node_of(r->snap, key, klen);
     if (node < 0 || node >= r->nconns) return 0;
     c = r->conns[node];
     if (c != NULL) conn_check_idle(c);
     if (c == NULL || c->fd < 0 || c->pid != proc_id()) {
-        /* (an ordinary wait that ended at its caller's deadline closed it)
-         * Connect here, but not to a Sentinel's master: a reconnect there
-         * asks the sentinels first (route_exec). */
-        if (r->t->mode == TOPO_SENTINEL || (c = router_conn(r, node)) == NULL) return 0;
+        /* (an ordinary wait that ended at its caller's deadline closed it) */
+        if ((c = router_conn(r, node)) == NULL) return 0;
         if (conn_ensure(c) != 0) {
             route_wait_fail(r, c);
             return -2;

@@ -65,6 +65,15 @@ static void router_fail_conn(router *r, const conn *c) {
     router_fail(r, c->err, c->errstr);
 }
 
+/* A connection to a node failed, or a node refused to be written to: look
+ * again before the next request. Sentinel: nobody writes to that master
+ * until the sentinels confirm one again (topo_doubt). */
+static void router_suspect(router *r) {
+    if (r->t->mode == TOPO_SINGLE) return;
+    r->stale = 1;
+    if (r->snap) topo_doubt(r->t, r->snap->epoch);
+}
+
 /* Loads or reloads the topology, within the connect timeout. */
 static int router_refresh(router *r, uint64_t seen) {
     char err[CONN_ERRSTR_LEN];
@@ -84,6 +93,7 @@ int router_sync(router *r) {
     conn **conns;
     int i, j;
     if (topo_epoch(r->t) == 0 && router_refresh(r, 0) != 0) return -1;
+    topo_follow(r->t);   /* Sentinel: the thread that follows it */
     if (r->snap && r->snap->epoch == topo_epoch(r->t)) return 0;
     s = topo_snap_get(r->t);
     conns = calloc((size_t)(s->nnodes > 0 ? s->nnodes : 1), sizeof *conns);
@@ -242,8 +252,9 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             break;
         }
         conn_check_idle(c);
-        /* Sentinel: every reconnect asks the sentinels where the master is */
-        if (c->fd < 0 && r->t->mode == TOPO_SENTINEL && !refreshed) {
+        /* Sentinel: every reconnect asks the sentinels where the master is,
+         * and so does every request while the master is in doubt */
+        if ((c->fd < 0 || !topo_confirmed(r->t)) && r->t->mode == TOPO_SENTINEL && !refreshed) {
             r->stale = 1;
             tries--;
             continue;
@@ -251,8 +262,8 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
         if (conn_ensure(c) != 0) {
             /* not sent: after a refresh the node may be another one */
             router_fail_conn(r, c);
+            router_suspect(r);
             if (r->t->mode == TOPO_SINGLE || refreshed || deadline_passed(deadline)) break;
-            r->stale = 1;
             continue;
         }
         native.op = 0;
@@ -271,7 +282,7 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             redisReply *ok = conn_read(c, deadline);
             if (ok == NULL) {
                 router_fail_conn(r, c);
-                if (r->t->mode != TOPO_SINGLE) r->stale = 1;
+                router_suspect(r);
                 break;
             }
             freeReplyObject(ok);
@@ -280,7 +291,7 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
         if (reply == NULL) {
             /* sent, maybe run: never again; but look again next time */
             router_fail_conn(r, c);
-            if (r->t->mode != TOPO_SINGLE) r->stale = 1;
+            router_suspect(r);
             break;
         }
         r->last_node = node;
@@ -340,7 +351,7 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
         case CLUSTER_READONLY:
             /* a failover made our master a replica: find the new one */
             conn_drop(c);
-            r->stale = 1;
+            router_suspect(r);
             refreshed = 0;
             break;
         default:

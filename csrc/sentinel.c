@@ -13,12 +13,26 @@
 #include "monotime.h"
 
 #define SENTINEL_TRY_MS 1000     /* each sentinel gets at most this long */
-#define SENTINEL_PAUSE_MS 100    /* before asking again when ROLE disagrees */
+#define SENTINEL_PAUSE_MS 100    /* before asking again after a doubt */
+
+/* What one sentinel says of the master. */
+typedef struct sentinel_view {
+    char host[128];
+    int port;
+    long long epoch;        /* config-epoch; -1 when it did not say */
+    int failover;           /* it reports a failover in progress */
+} sentinel_view;
+
+/* How long one exchange with a sentinel or the master may take. */
+static long sentinel_try_ms(const topo *t) {
+    long ms = t->cfg.connect_timeout_ms;
+    return ms > 0 && ms < SENTINEL_TRY_MS ? ms : SENTINEL_TRY_MS;
+}
 
 /* A blocking conn to node n with the given credentials, budgeted to end by
  * deadline (and by max_ms from now). NULL with err. */
-static conn *sentinel_conn(const topo *t, topo_node *n, const char *user, const char *pass, int db,
-                           int may_resolve, int64_t deadline, long max_ms, char *err, size_t errlen) {
+static conn *sentinel_conn(topo_node *n, const char *user, const char *pass, int may_resolve,
+                           int64_t deadline, long max_ms, char *err, size_t errlen) {
     conn_config cfg;
     conn *c;
     long left_ms = (long)((deadline - monotime_us()) / 1000);
@@ -30,10 +44,8 @@ static conn *sentinel_conn(const topo *t, topo_node *n, const char *user, const 
     cfg.port = n->port;
     cfg.username = (char *)user;
     cfg.password = (char *)pass;
-    cfg.db = db;
     cfg.connect_timeout_ms = left_ms;
     cfg.timeout_ms = left_ms;
-    (void)t;
     c = conn_new(&cfg);
     if (c == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -50,9 +62,8 @@ static int sentinel_confirm(const topo *t, topo_node *master, int64_t deadline, 
     size_t lens[1] = {4};
     redisReply *r;
     int rc = -1;
-    conn *c = sentinel_conn(t, master, t->cfg.username, t->cfg.password, 0, 0, deadline,
-                            t->cfg.connect_timeout_ms > 0 ? t->cfg.connect_timeout_ms : SENTINEL_TRY_MS,
-                            err, errlen);
+    conn *c = sentinel_conn(master, t->cfg.username, t->cfg.password, 0, deadline,
+                            sentinel_try_ms(t), err, errlen);
     if (c == NULL) return -1;
     r = conn_command(c, 1, argv, lens);
     if (r == NULL) {
@@ -72,15 +83,184 @@ static int sentinel_confirm(const topo *t, topo_node *master, int64_t deadline, 
     return rc;
 }
 
-/* Moves seed i to the front: the one that answered is asked first next time. */
-static void sentinel_promote(topo *t, int i) {
-    pthread_mutex_lock(&t->mu);
-    if (i > 0 && i < t->nseeds) {
-        topo_node first = t->seeds[i];
-        memmove(&t->seeds[1], &t->seeds[0], (size_t)i * sizeof *t->seeds);
-        t->seeds[0] = first;
+static int sentinel_field_is(const redisReply *k, const char *name) {
+    size_t n = strlen(name);
+    return k->type == REDIS_REPLY_STRING && k->len == n && memcmp(k->str, name, n) == 0;
+}
+
+/* SENTINEL MASTER's flat list of fields into v. 0, or -1 when it lacks
+ * the address. */
+static int sentinel_parse_master(const redisReply *r, sentinel_view *v) {
+    size_t i;
+    int have_ip = 0, have_port = 0;
+    for (i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i], *val = r->element[i + 1];
+        if (val->type != REDIS_REPLY_STRING) continue;
+        if (sentinel_field_is(k, "ip") && val->len > 0 && val->len < sizeof v->host) {
+            memcpy(v->host, val->str, val->len);
+            v->host[val->len] = '\0';
+            have_ip = 1;
+        } else if (sentinel_field_is(k, "port")) {
+            v->port = atoi(val->str);
+            have_port = v->port > 0 && v->port <= 65535;
+        } else if (sentinel_field_is(k, "config-epoch")) {
+            v->epoch = strtoll(val->str, NULL, 10);
+        } else if (sentinel_field_is(k, "flags")) {
+            v->failover = strstr(val->str, "failover_in_progress") != NULL;
+        }
     }
+    return have_ip && have_port ? 0 : -1;
+}
+
+/* GET-MASTER-ADDR-BY-NAME's [host, port] into v (no epoch). 0, or -1. */
+static int sentinel_parse_addr(const redisReply *r, sentinel_view *v) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
+        r->element[0]->len == 0 || r->element[0]->len >= sizeof v->host)
+        return -1;
+    memcpy(v->host, r->element[0]->str, r->element[0]->len);
+    v->host[r->element[0]->len] = '\0';
+    v->port = atoi(r->element[1]->str);
+    v->epoch = -1;
+    return v->port > 0 && v->port <= 65535 ? 0 : -1;
+}
+
+enum { ASK_UNREACHABLE = -1, ASK_VIEW = 0, ASK_UNKNOWN = 1, ASK_ERROR = 2 };
+
+/* Asks sentinel s what it knows of the master: ASK_VIEW with *v, ASK_UNKNOWN
+ * (it knows no master by that name), ASK_ERROR (an error reply, in err) or
+ * ASK_UNREACHABLE (err). */
+static int sentinel_ask(const topo *t, topo_node *s, int may_resolve, int64_t deadline,
+                        sentinel_view *v, char *err, size_t errlen) {
+    const char *argv[3] = {"SENTINEL", "MASTER", t->master};
+    size_t lens[3] = {8, 6, strlen(t->master)};
+    redisReply *r;
+    int rc;
+    conn *c = sentinel_conn(s, t->sentinel_user, t->sentinel_pass, may_resolve, deadline,
+                            sentinel_try_ms(t), err, errlen);
+    if (c == NULL) return ASK_UNREACHABLE;
+    memset(v, 0, sizeof *v);
+    v->epoch = -1;
+    r = conn_command(c, 3, argv, lens);
+    if (r != NULL && r->type == REDIS_REPLY_ERROR && strstr(r->str, "No such master") == NULL) {
+        /* (an ACL that allows only the address, or an old sentinel) */
+        argv[1] = "GET-MASTER-ADDR-BY-NAME";
+        lens[1] = 23;
+        freeReplyObject(r);
+        r = conn_command(c, 3, argv, lens);
+        if (r != NULL && r->type != REDIS_REPLY_ERROR) {
+            rc = sentinel_parse_addr(r, v) == 0 ? ASK_VIEW : ASK_UNKNOWN;   /* nil: no such master */
+            freeReplyObject(r);
+            conn_free(c);
+            return rc;
+        }
+    }
+    if (r == NULL) {
+        snprintf(err, errlen, "%.140s", c->errstr);
+        rc = ASK_UNREACHABLE;
+    } else if (r->type == REDIS_REPLY_ERROR && strstr(r->str, "No such master") != NULL) {
+        rc = ASK_UNKNOWN;
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(err, errlen, "redis error: %.*s", (int)(r->len > 120 ? 120 : r->len), r->str);
+        rc = ASK_ERROR;
+    } else if (r->type == REDIS_REPLY_ARRAY && sentinel_parse_master(r, v) == 0) {
+        rc = ASK_VIEW;
+    } else {
+        snprintf(err, errlen, "unexpected SENTINEL MASTER reply");
+        rc = ASK_ERROR;
+    }
+    if (r) freeReplyObject(r);
+    conn_free(c);
+    return rc;
+}
+
+static void sentinel_oom(char *err, size_t errlen, const char **kind) {
+    snprintf(err, errlen, "out of memory");
+    *kind = "memory";
+}
+
+int sentinel_pass(topo *t, int may_resolve, int64_t deadline, topo_snap **out,
+                  char *err, size_t errlen, const char **kind) {
+    sentinel_view best, v;
+    char last[CONN_ERRSTR_LEN] = "no sentinel given";
+    char where[160];
+    int i, n, answered = 0, unknown = 0, views = 0, failover = 0, conflict = 0, have = 0, confirmed;
+    topo_snap *snap;
+    pthread_mutex_lock(&t->mu);
+    n = t->nseeds;
     pthread_mutex_unlock(&t->mu);
+    memset(&best, 0, sizeof best);
+    for (i = 0; i < n && !deadline_passed(deadline); i++) {
+        topo_node s;
+        int rc;
+        /* A shallow copy: the seeds live as long as t and are never moved
+         * (the order is the user's); only their addresses are filled in,
+         * under the mutex, by whoever resolves them first. */
+        pthread_mutex_lock(&t->mu);
+        s = t->seeds[i];
+        pthread_mutex_unlock(&t->mu);
+        rc = sentinel_ask(t, &s, may_resolve, deadline, &v, last, sizeof last);
+        if (s.addrs.n > 0) {
+            pthread_mutex_lock(&t->mu);
+            if (t->seeds[i].addrs.n == 0) t->seeds[i].addrs = s.addrs;
+            pthread_mutex_unlock(&t->mu);
+        }
+        if (rc == ASK_UNREACHABLE) continue;
+        answered++;
+        if (rc == ASK_UNKNOWN) unknown++;
+        if (rc != ASK_VIEW) continue;
+        views++;
+        failover |= v.failover;
+        if (!have || v.epoch > best.epoch) {
+            best = v;
+            have = 1;
+            conflict = 0;
+        } else if (v.epoch == best.epoch && (v.port != best.port || strcmp(v.host, best.host) != 0)) {
+            conflict = 1;
+        }
+    }
+    *kind = "connection";
+    if (answered == 0) {
+        snprintf(err, errlen, "no sentinel reachable (last: %.150s)", last);
+        return SENTINEL_FAIL;
+    }
+    if (!have && unknown == answered) {
+        snprintf(err, errlen, "master name unknown: %.80s (the sentinels answered, none knows it)", t->master);
+        *kind = "redis";
+        return SENTINEL_FAIL;
+    }
+    if (!have) {
+        snprintf(err, errlen, "%.190s", last);
+        *kind = "redis";
+        return SENTINEL_FAIL;
+    }
+    if (views < n / 2 + 1) {
+        /* (a sentinel that does not know the name, or refused us, is no vote) */
+        snprintf(err, errlen, "no sentinel majority: %d of %d named a master (last: %.120s)", views, n, last);
+        return SENTINEL_FAIL;
+    }
+    if (failover || conflict) {
+        snprintf(err, errlen, "%s: %.80s", failover ? "failover in progress" : "sentinels disagree on master",
+                 t->master);
+        return SENTINEL_DOUBT;
+    }
+    snap = topo_snap_new(1, 0);
+    if (snap == NULL || (snap->nodes[0].host = strdup(best.host)) == NULL) {
+        topo_snap_free(snap);
+        sentinel_oom(err, errlen, kind);
+        return SENTINEL_FAIL;
+    }
+    snap->nodes[0].port = best.port;
+    confirmed = sentinel_confirm(t, &snap->nodes[0], deadline, last, sizeof last);
+    if (confirmed == 1) {
+        *out = snap;
+        return SENTINEL_OK;
+    }
+    topo_node_describe(&snap->nodes[0], where, sizeof where);
+    snprintf(err, errlen, "master not confirmed at %.60s: %.100s", where, last);
+    *kind = strstr(last, "timed out") ? "timeout" : "connection";
+    topo_snap_free(snap);
+    return SENTINEL_DOUBT;
 }
 
 static void sentinel_sleep_ms(long ms) {
@@ -92,103 +272,13 @@ static void sentinel_sleep_ms(long ms) {
 
 int sentinel_load(topo *t, int may_resolve, int64_t deadline, topo_snap **out,
                   char *err, size_t errlen, const char **kind) {
-    const char *argv[3] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", t->master};
-    size_t lens[3] = {8, 23, strlen(t->master)};
-    char last[CONN_ERRSTR_LEN] = "no sentinel given";
-    char where[160];
-    int answered = 0, unknown = 0, ever_answered = 0;
     for (;;) {
-        int i, n;
-        pthread_mutex_lock(&t->mu);
-        n = t->nseeds;
-        pthread_mutex_unlock(&t->mu);
-        for (i = 0; i < n; i++) {
-            topo_node s;
-            conn *c;
-            redisReply *r;
-            topo_snap *snap;
-            int confirmed;
-            pthread_mutex_lock(&t->mu);
-            s = t->seeds[i];                 /* a shallow copy: seeds live as long as t */
-            pthread_mutex_unlock(&t->mu);
-            if (deadline_passed(deadline)) break;
-            c = sentinel_conn(t, &s, t->sentinel_user, t->sentinel_pass, 0, may_resolve, deadline,
-                              SENTINEL_TRY_MS, last, sizeof last);
-            if (c == NULL) continue;
-            pthread_mutex_lock(&t->mu);
-            if (t->seeds[i].addrs.n == 0) t->seeds[i].addrs = s.addrs;   /* resolved now */
-            pthread_mutex_unlock(&t->mu);
-            r = conn_command(c, 3, argv, lens);
-            if (r == NULL) {
-                topo_node_describe(&s, where, sizeof where);
-                snprintf(last, sizeof last, "%.140s", c->errstr);
-                conn_free(c);
-                continue;
-            }
-            conn_free(c);
-            answered++;
-            ever_answered = 1;
-            if (r->type == REDIS_REPLY_ERROR) {
-                snprintf(last, sizeof last, "redis error: %.*s", (int)(r->len > 120 ? 120 : r->len), r->str);
-                freeReplyObject(r);
-                continue;
-            }
-            if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-                r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING) {
-                unknown++;                   /* a nil reply: no such master */
-                freeReplyObject(r);
-                continue;
-            }
-            sentinel_promote(t, i);
-            snap = topo_snap_new(1, 0);
-            if (snap == NULL) {
-                freeReplyObject(r);
-                snprintf(err, errlen, "out of memory");
-                *kind = "memory";
-                return -1;
-            }
-            snap->nodes[0].host = strndup(r->element[0]->str, r->element[0]->len);
-            snap->nodes[0].port = atoi(r->element[1]->str);
-            freeReplyObject(r);
-            if (snap->nodes[0].host == NULL) {
-                topo_snap_free(snap);
-                snprintf(err, errlen, "out of memory");
-                *kind = "memory";
-                return -1;
-            }
-            confirmed = sentinel_confirm(t, &snap->nodes[0], deadline, last, sizeof last);
-            if (confirmed == 1) {
-                *out = snap;
-                return 0;
-            }
-            topo_node_describe(&snap->nodes[0], where, sizeof where);
-            {
-                char why[CONN_ERRSTR_LEN];
-                snprintf(why, sizeof why, "%s", last);
-                snprintf(last, sizeof last, "master not confirmed at %.60s: %.100s", where, why);
-            }
-            topo_snap_free(snap);
-            break;   /* the sentinels are behind the failover: ask again after a pause */
-        }
-        if (deadline_passed(deadline)) break;
-        if (answered == 0 && unknown == 0) break;            /* nobody there */
-        if (answered > 0 && unknown == answered) break;     /* all say: no such name */
-        {
-            long left = (long)((deadline - monotime_us()) / 1000);
-            if (left <= 0) break;
-            sentinel_sleep_ms(left < SENTINEL_PAUSE_MS ? left : SENTINEL_PAUSE_MS);
-        }
-        answered = unknown = 0;
+        long left;
+        int v = sentinel_pass(t, may_resolve, deadline, out, err, errlen, kind);
+        if (v == SENTINEL_OK) return 0;
+        if (v == SENTINEL_FAIL) return -1;
+        left = (long)((deadline - monotime_us()) / 1000);
+        if (deadline_passed(deadline) || left <= 0) return -1;
+        sentinel_sleep_ms(left < SENTINEL_PAUSE_MS ? left : SENTINEL_PAUSE_MS);
     }
-    if (answered > 0 && unknown == answered) {
-        snprintf(err, errlen, "master name unknown: %.80s (the sentinels answered, none knows it)", t->master);
-        *kind = "redis";
-    } else if (!ever_answered) {
-        snprintf(err, errlen, "no sentinel reachable (last: %.150s)", last);
-        *kind = "connection";
-    } else {
-        snprintf(err, errlen, "%.190s", last);
-        *kind = strstr(last, "timed out") ? "timeout" : "connection";
-    }
-    return -1;
 }

@@ -1,15 +1,28 @@
 /*
  * sentinel.h: finding the master through Redis Sentinel. No Lua here.
  *
- * The sentinels are tried in turn, each with a short timeout; the first
- * that answers moves to the front for next time. It is asked
- * SENTINEL GET-MASTER-ADDR-BY-NAME; the address it gives is confirmed with
- * ROLE on that node (right after a failover a sentinel may still name the
- * old master, now a replica), retried after a short pause until it says
- * master or the deadline passes. Subscribing to +switch-master would only
- * be a speed-up: every reconnect, READONLY answer, refused connection and
- * killed connection (Sentinel kills clients on reconfiguration) resolves
- * again, and that is the mechanism.
+ * Whom to trust. Right after a failover the sentinels disagree for a
+ * moment, and the old master goes on answering as a master for seconds
+ * until Sentinel demotes it: the first sentinel to answer may still name
+ * it, and ROLE on it still says "master". So a pass asks every sentinel
+ * SENTINEL MASTER <name> and trusts an address only when
+ *   - a majority of the configured sentinels answered (a lone stale
+ *     sentinel must not win),
+ *   - it is the one with the highest config-epoch among the answers
+ *     (Sentinel's own rule: a failover's new configuration carries a
+ *     higher epoch, and the answers of sentinels that have not heard of it
+ *     yet are older), no other answer names another address at that epoch,
+ *   - no sentinel reports a failover in progress for it (between the
+ *     promotion of the replica and the switch both nodes are masters, and
+ *     what is written on the old one is lost),
+ *   - and ROLE on that node says "master".
+ * Anything else is a doubt: sentinel_load asks again after a short pause
+ * until its deadline; the follower thread (sentinel_watch.h) marks the
+ * topology in doubt so that nobody writes to a master not confirmed.
+ *
+ * A sentinel whose ACL refuses SENTINEL MASTER is asked
+ * SENTINEL GET-MASTER-ADDR-BY-NAME instead; its answer has no epoch (it
+ * counts below any epoch, and cannot tell of a failover in progress).
  */
 #ifndef REDISLOCK_SENTINEL_H
 #define REDISLOCK_SENTINEL_H
@@ -19,9 +32,21 @@
 
 #include "topo.h"
 
-/* Resolves t's master into a one-node snapshot before deadline. 0, or -1
- * with err ("no sentinel reachable: ...", "master name unknown: ...",
- * "master not confirmed: ...") and *kind. */
+enum sentinel_verdict {
+    SENTINEL_OK = 0,     /* *out is the confirmed master */
+    SENTINEL_DOUBT,      /* a failover under way, a disagreement, or the named
+                            node is not a master (yet): ask again soon */
+    SENTINEL_FAIL        /* too few sentinels answered, or none knows the name */
+};
+
+/* One pass over the sentinels (each asked within at most the connect
+ * timeout, all before deadline): a verdict, with err and *kind when not OK. */
+int sentinel_pass(topo *t, int may_resolve, int64_t deadline, topo_snap **out,
+                  char *err, size_t errlen, const char **kind);
+
+/* Passes until one confirms a master or deadline: 0 with *out, or -1 with
+ * err ("no sentinel reachable: ...", "master name unknown: ...", "failover
+ * in progress: ...", "master not confirmed: ...") and *kind. */
 int sentinel_load(topo *t, int may_resolve, int64_t deadline, topo_snap **out,
                   char *err, size_t errlen, const char **kind);
 

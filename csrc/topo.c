@@ -13,6 +13,7 @@
 #include "deadline.h"
 #include "resolve.h"
 #include "sentinel.h"
+#include "sentinel_watch.h"
 #include "slot.h"
 
 /* ---- nodes ----------------------------------------------------------------- */
@@ -188,24 +189,109 @@ uint64_t topo_epoch(const topo *t) {
     return __atomic_load_n(&t->epoch, __ATOMIC_ACQUIRE);
 }
 
-void topo_publish(topo *t, topo_snap *s) {
+static void topo_notify(topo *t) {   /* with t->mu held */
+    if (t->listener) t->listener(t->listener_arg);
+}
+
+/* Publishes s (taking it). Sentinel: the master is confirmed too, unless a
+ * doubt was cast after the load that found it began (doubts != gen). */
+static void topo_publish_as(topo *t, topo_snap *s, uint64_t gen) {
     topo_snap *old;
-    int last = 0;
+    int last = 0, changed = 1;
     pthread_mutex_lock(&t->mu);
     old = t->cur;
     if (old && topo_snap_same(old, s)) {
-        pthread_mutex_unlock(&t->mu);
+        changed = 0;
         topo_snap_free(s);
-        return;
+    } else {
+        s->epoch = (old ? old->epoch : 0) + 1;
+        s->refs = 1;            /* the topology's own */
+        t->cur = s;
+        __atomic_store_n(&t->epoch, s->epoch, __ATOMIC_RELEASE);
+        if (old) t->refreshes++;
+        if (old) last = --old->refs == 0;
     }
-    s->epoch = (old ? old->epoch : 0) + 1;
-    s->refs = 1;            /* the topology's own */
-    t->cur = s;
-    __atomic_store_n(&t->epoch, s->epoch, __ATOMIC_RELEASE);
-    if (old) t->refreshes++;
-    if (old) last = --old->refs == 0;
+    if (t->mode == TOPO_SENTINEL && !t->confirmed && t->doubts == gen) {
+        __atomic_store_n(&t->confirmed, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&t->confirms, t->confirms + 1, __ATOMIC_RELEASE);
+        changed = 1;
+    }
+    if (changed) topo_notify(t);
     pthread_mutex_unlock(&t->mu);
     if (last) topo_snap_free(old);
+}
+
+void topo_publish(topo *t, topo_snap *s) {
+    uint64_t gen;
+    pthread_mutex_lock(&t->mu);
+    gen = t->doubts;
+    pthread_mutex_unlock(&t->mu);
+    topo_publish_as(t, s, gen);
+}
+
+int topo_confirmed(const topo *t) {
+    return t->mode != TOPO_SENTINEL || __atomic_load_n(&t->confirmed, __ATOMIC_ACQUIRE);
+}
+
+uint64_t topo_confirms(const topo *t) {
+    return __atomic_load_n(&t->confirms, __ATOMIC_ACQUIRE);
+}
+
+void topo_doubt(topo *t, uint64_t epoch) {
+    if (t->mode != TOPO_SENTINEL) return;
+    pthread_mutex_lock(&t->mu);
+    if (epoch == 0 || epoch == t->epoch) {
+        t->doubts++;
+        if (t->confirmed) {
+            __atomic_store_n(&t->confirmed, 0, __ATOMIC_RELEASE);
+            topo_notify(t);
+        }
+    }
+    if (t->watch) sentinel_watch_kick(t->watch);
+    pthread_mutex_unlock(&t->mu);
+}
+
+void topo_set_listener(topo *t, void (*fn)(void *), void *arg) {
+    pthread_mutex_lock(&t->mu);
+    t->listener = fn;
+    t->listener_arg = arg;
+    pthread_mutex_unlock(&t->mu);
+}
+
+void topo_follow(topo *t) {
+    sentinel_watch *sw, *old = NULL;
+    if (t->mode != TOPO_SENTINEL) return;
+    sw = __atomic_load_n(&t->watch, __ATOMIC_ACQUIRE);
+    if (sw && sentinel_watch_ours(sw)) return;   /* (every request asks) */
+    pthread_mutex_lock(&t->mu);
+    if (t->watch && !sentinel_watch_ours(t->watch)) {
+        old = t->watch;     /* a fork child's copy: that thread is not here */
+        __atomic_store_n(&t->watch, NULL, __ATOMIC_RELEASE);
+    }
+    if (t->watch == NULL)   /* NULL again when it cannot start: errors still tell */
+        __atomic_store_n(&t->watch, sentinel_watch_start(t), __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&t->mu);
+    if (old) sentinel_watch_abandon(old);
+}
+
+void topo_recheck(topo *t) {
+    char err[CONN_ERRSTR_LEN];
+    const char *kind;
+    topo_snap *s = NULL;
+    uint64_t gen;
+    int v;
+    pthread_mutex_lock(&t->mu);
+    gen = t->doubts;
+    pthread_mutex_unlock(&t->mu);
+    /* (this thread may resolve the sentinels' names: it blocks no one) */
+    v = sentinel_pass(t, 1, deadline_in_ms(t->cfg.connect_timeout_ms > 0 ? t->cfg.connect_timeout_ms : 1000),
+                      &s, err, sizeof err, &kind);
+    if (v == SENTINEL_OK)
+        topo_publish_as(t, s, gen);
+    else if (v == SENTINEL_DOUBT)
+        topo_doubt(t, 0);
+    /* SENTINEL_FAIL (too few answers): nothing learned; the connections'
+     * own failures cast doubt where there is reason to */
 }
 
 int topo_node_of(const topo_snap *s, const char *key, size_t len) {
@@ -263,6 +349,7 @@ void topo_release(topo *t) {
     last = --t->refs == 0;
     pthread_mutex_unlock(&t->mu);
     if (!last) return;
+    if (t->watch) sentinel_watch_stop(t->watch);   /* (it holds no reference) */
     if (t->cur && --t->cur->refs == 0) topo_snap_free(t->cur);
     for (i = 0; i < t->nseeds; i++) topo_node_clear(&t->seeds[i]);
     free(t->seeds);
@@ -340,27 +427,41 @@ static int topo_load_redlock(topo *t, int may_resolve, int64_t deadline, char *e
 int topo_refresh(topo *t, uint64_t seen, int may_resolve, int64_t deadline,
                  char *err, size_t errlen, const char **kind) {
     topo_snap *s = NULL;
+    uint64_t gen;
     int rc;
-    if (topo_epoch(t) != seen) return 0;   /* someone else just did it */
+    /* someone else just did it (Sentinel: and the master is confirmed) */
+    if (topo_epoch(t) != seen && topo_confirmed(t)) return 0;
     *kind = "connection";
-    switch (t->mode) {
-    case TOPO_SENTINEL:
-        rc = sentinel_load(t, may_resolve, deadline, &s, err, errlen, kind);
-        break;
-    case TOPO_CLUSTER:
-        rc = cluster_load(t, may_resolve, deadline, &s, err, errlen, kind);
-        break;
-    case TOPO_REDLOCK:
-        return topo_load_redlock(t, may_resolve, deadline, err, errlen, kind);
-    default:
-        return topo_load_single(t, may_resolve, deadline, err, errlen, kind);
-    }
-    if (rc != 0) {
+    for (;;) {
         pthread_mutex_lock(&t->mu);
-        t->refresh_failures++;
+        gen = t->doubts;
         pthread_mutex_unlock(&t->mu);
-        return -1;
+        switch (t->mode) {
+        case TOPO_SENTINEL:
+            rc = sentinel_load(t, may_resolve, deadline, &s, err, errlen, kind);
+            break;
+        case TOPO_CLUSTER:
+            rc = cluster_load(t, may_resolve, deadline, &s, err, errlen, kind);
+            break;
+        case TOPO_REDLOCK:
+            return topo_load_redlock(t, may_resolve, deadline, err, errlen, kind);
+        default:
+            return topo_load_single(t, may_resolve, deadline, err, errlen, kind);
+        }
+        if (rc != 0) {
+            pthread_mutex_lock(&t->mu);
+            t->refresh_failures++;
+            pthread_mutex_unlock(&t->mu);
+            return -1;
+        }
+        topo_publish_as(t, s, gen);
+        /* Sentinel: a doubt cast while we asked (a failover began) wins
+         * over our answer: ask again */
+        if (topo_confirmed(t)) return 0;
+        if (deadline_passed(deadline)) {
+            snprintf(err, errlen, "master not confirmed: %.80s (a failover is under way?)", t->master);
+            *kind = "timeout";
+            return -1;
+        }
     }
-    topo_publish(t, s);
-    return 0;
 }

@@ -12,7 +12,8 @@
  * Modes:
  *   single    one node, as configured (host:port or a unix socket)
  *   sentinel  the master named `master`, resolved through the sentinels
- *             (sentinel.c) again on every refresh
+ *             (sentinel.c) again on every refresh, and followed as it
+ *             happens by a thread of the topology's (sentinel_watch.c)
  *   cluster   the slot map from CLUSTER SLOTS (cluster.c)
  *   redlock   independent masters, each with its own address and
  *             credentials, every key on all of them (a quorum decides)
@@ -64,6 +65,17 @@ typedef struct topo {
     uint64_t refreshes;     /* topology changes published */
     uint64_t refresh_failures;
     int refs;
+    /* Sentinel: whether the current master may be written to. Cleared by
+     * topo_doubt (a failure on its connection, a failover under way) and
+     * set again only by a load that began after the last doubt; while it
+     * is clear nobody sends to that node (router.c refreshes first, the
+     * watchdog holds its renewals). Read without the mutex (atomics). */
+    int confirmed;
+    uint64_t doubts;        /* topo_doubt calls that cleared it */
+    uint64_t confirms;      /* times it was set again after a doubt */
+    struct sentinel_watch *watch;   /* the follower thread, or NULL */
+    void (*listener)(void *);       /* told of every change (the watchdog) */
+    void *listener_arg;
 } topo;
 
 /* A topology for cfg's endpoint in `mode`. seeds: "host:port" strings (the
@@ -86,6 +98,26 @@ uint64_t topo_epoch(const topo *t);
  * message in err and *kind ("connection", "timeout", "redis"). */
 int topo_refresh(topo *t, uint64_t seen, int may_resolve, int64_t deadline,
                  char *err, size_t errlen, const char **kind);
+
+/* Sentinel: is the current master confirmed (always 1 in other modes)? */
+int topo_confirmed(const topo *t);
+/* How many times a doubt was lifted: a watcher that saw it change renews
+ * at once what it held back. */
+uint64_t topo_confirms(const topo *t);
+/* Sentinel: the master of snapshot `epoch` failed us (a timeout, a reset,
+ * a refused connect, READONLY) or a failover is under way (epoch 0: the
+ * current one): nobody writes to it until the sentinels confirm a master
+ * again; the follower thread is asked at once. */
+void topo_doubt(topo *t, uint64_t epoch);
+/* Sentinel: starts the follower thread if this process has none (after a
+ * fork too). Other modes: nothing. */
+void topo_follow(topo *t);
+/* One pass over the sentinels, as the follower thread makes it every
+ * second: publishes a confirmed master, or casts a doubt. */
+void topo_recheck(topo *t);
+/* fn(arg) is called (under the topology's mutex: it must only wake a
+ * thread) after every change of snapshot or of confirmation. fn NULL: none. */
+void topo_set_listener(topo *t, void (*fn)(void *), void *arg);
 
 /* The node of a key in snapshot s: an index, or -1 when its slot has no
  * node (a cluster still being set up). */

@@ -18,6 +18,17 @@
 #include "native_detect.h"
 #include "slot.h"
 
+/* The topology changed (a new master, a doubt cast or lifted): the thread
+ * looks at once. Called under the topology's mutex, from any thread. */
+static void wd_topo_changed(void *arg) {
+    wd *w = arg;
+    uint64_t one = 1;
+    int fd = __atomic_load_n(&w->wake_fd, __ATOMIC_ACQUIRE);
+    if (fd >= 0 && write(fd, &one, sizeof one) < 0) {
+        /* saturated: it is being woken anyway */
+    }
+}
+
 wd *wd_new(topo *t, char *errbuf, size_t errlen) {
     wd *w = calloc(1, sizeof *w);
     if (w == NULL) goto nomem;
@@ -36,6 +47,8 @@ wd *wd_new(topo *t, char *errbuf, size_t errlen) {
     pthread_mutex_init(&w->mu, NULL);
     wd_events_init(w);
     wd_fork_register(w);
+    w->confirms_seen = topo_confirms(t);
+    topo_set_listener(t, wd_topo_changed, w);
     return w;
 nomem:
     snprintf(errbuf, errlen, "out of memory");
@@ -87,6 +100,7 @@ void wd_release(wd *w) {
     last = --w->refs == 0;
     pthread_mutex_unlock(&w->mu);
     if (!last) return;
+    topo_set_listener(w->t, NULL, NULL);
     wd_join(w);
     wd_fork_unregister(w);
     /* orphans live only in the links' queues, the others in the map */

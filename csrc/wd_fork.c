@@ -41,7 +41,7 @@ static void wd_atfork_child(void) {
         w->stopping = 0;
         w->inherited = 1;
         if (w->wake_fd >= 0) close(w->wake_fd);
-        w->wake_fd = -1;
+        __atomic_store_n(&w->wake_fd, -1, __ATOMIC_RELEASE);   /* (wd_topo_changed reads it) */
         if (w->losses.efd >= 0) close(w->losses.efd);
         w->losses.efd = -1;
         w->losses.n = 0;  /* the parent's reports are not ours */
@@ -98,6 +98,6 @@ void wd_adopt_after_fork(wd *w) {
         l->loading = 0;
         conn_drop(l->c);
     }
-    w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    __atomic_store_n(&w->wake_fd, eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), __ATOMIC_RELEASE);
     w->losses.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }

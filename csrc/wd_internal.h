@@ -80,6 +80,7 @@ struct wd {
     wd_link *links;         /* one per node of snap */
     int nlinks;
     int want_refresh;       /* a redirect or a refused master: reload t */
+    uint64_t confirms_seen; /* topo_confirms(t) when last looked at */
 
     wd_idmap ids;           /* id -> entry, for the Lua side's calls */
     wd_heap heap;           /* renewals by time */
@@ -96,6 +97,7 @@ struct wd {
 void wd_mark_lost(wd *w, wd_entry *e, int state);
 void wd_entry_free(wd *w, wd_entry *e);
 void wd_collect(wd *w, int64_t now);
+void wd_renew_all_now(wd *w, int64_t now);
 int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now);
 wd_link *wd_route(wd *w, const wd_entry *e);
 void wd_apply_failure(wd *w, wd_entry *e, int64_t now);

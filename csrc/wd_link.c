@@ -393,26 +393,23 @@ int wd_links_sync(wd *w, int64_t now) {
         if (s->nodes[i].addrs.n > 0) conn_set_addrs(links[i].c, &s->nodes[i].addrs);
         native_conn_setup(links[i].c, s->slot_node, i);
     }
-    for (j = 0; j < w->nlinks; j++)
-        if (w->links[j].c) {
-            wd_link_drop(w, &w->links[j], now);
-            wd_link_free(&w->links[j]);
-        }
+    {
+        /* (the nodes left behind are not a reason to look again) */
+        int want = w->want_refresh;
+        for (j = 0; j < w->nlinks; j++)
+            if (w->links[j].c) {
+                wd_link_drop(w, &w->links[j], now);
+                wd_link_free(&w->links[j]);
+            }
+        w->want_refresh = want;
+    }
     free(w->links);
     if (w->snap) {
         /* The topology changed (a failover, a resharding): renew every lock
          * at once on its node now. A new master has our keys only as they
          * were replicated when it took over, so a lease it lacks is
          * reported right away, not at the next renewal. */
-        uint32_t k;
-        for (k = 0; k < w->ids.cap; k++) {
-            wd_entry *e = w->ids.vals[k];
-            if (w->ids.keys[k] == 0 || e->state != WD_HELD || e->heap_pos < 0) continue;
-            wd_heap_remove(&w->heap, e);
-            e->next_at = now;
-            e->slack = 0;
-            wd_heap_push(&w->heap, e);
-        }
+        wd_renew_all_now(w, now);
         topo_snap_put(w->t, w->snap);
     }
     w->links = links;

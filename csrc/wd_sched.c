@@ -241,11 +241,30 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
     return redirect == CLUSTER_READONLY && outcome < 0;
 }
 
+/* Every held lock due now (a new master, a doubt lifted). */
+void wd_renew_all_now(wd *w, int64_t now) {
+    uint32_t k;
+    for (k = 0; k < w->ids.cap; k++) {
+        wd_entry *e = w->ids.vals[k];
+        if (w->ids.keys[k] == 0 || e->state != WD_HELD || e->heap_pos < 0) continue;
+        wd_heap_remove(&w->heap, e);
+        e->next_at = now;
+        e->slack = 0;
+        wd_heap_push(&w->heap, e);
+    }
+}
+
 /* Queues the renewals due now (and those due within their slack, so locks
  * taken at about the same time share a round trip). Locks whose lease
  * already ran out are reported instead of renewed. */
 void wd_collect(wd *w, int64_t now) {
     int n = 0;
+    /* Sentinel: a master in doubt (a failover under way, its connection
+     * failed) is not written to: what it grants or renews may be gone
+     * when the sentinels name another (topo.h). The renewals due wait,
+     * counted as failed, until the doubt is lifted (wd_main renews them
+     * all then) or their lease ends. */
+    int held_back = !topo_confirmed(w->t);
     while (n < WD_BATCH_MAX) {
         wd_entry *e = wd_heap_top(&w->heap);
         wd_link *l;
@@ -258,6 +277,11 @@ void wd_collect(wd *w, int64_t now) {
         }
         if (e->hold_until && now >= e->hold_until) {
             wd_mark_lost(w, e, WD_MAX_HOLD);
+            continue;
+        }
+        if (held_back) {
+            e->queued++;
+            wd_apply_failure(w, e, now);
             continue;
         }
         if (w->t->mode == TOPO_REDLOCK) {

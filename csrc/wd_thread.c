@@ -67,6 +67,12 @@ static void wd_refresh(wd *w, int64_t now) {
     const char *kind;
     if (end < until) until = end;
     w->want_refresh = 0;
+    if (w->t->mode == TOPO_SENTINEL && w->t->watch) {
+        /* the follower thread asks the sentinels; we are woken when it
+         * knows (never blocked here meanwhile: renewals go on) */
+        topo_doubt(w->t, seen);
+        return;
+    }
     if (until <= now) return;
     pthread_mutex_unlock(&w->mu);
     topo_refresh(w->t, seen, 0, until * 1000, err, sizeof err, &kind);
@@ -86,6 +92,11 @@ static void *wd_main(void *arg) {
             continue;
         }
         wd_links_sync(w, now);
+        if (topo_confirms(w->t) != w->confirms_seen) {
+            /* a doubt was lifted: renew what waited for it, now */
+            w->confirms_seen = topo_confirms(w->t);
+            wd_renew_all_now(w, now);
+        }
         if (npfd < w->nlinks + 1) {
             struct pollfd *p = realloc(pfd, (size_t)(w->nlinks + 1) * sizeof *p);
             if (p == NULL) {

@@ -124,9 +124,11 @@ describe("sentinel", function()
 
   -- After SENTINEL FAILOVER the old master stays a master for a few
   -- seconds, until Sentinel demotes it and kills its clients (Redis'
-  -- split-brain window: README, "Beyond one Redis"). Our client keeps
-  -- renewing there meanwhile; then it asks the sentinels again, and every
-  -- lock is kept or reported lost according to what the new master has.
+  -- split-brain window: README, "Beyond one Redis"). The client hears of
+  -- the failover from the sentinels themselves (csrc/sentinel_watch.c):
+  -- nothing is written while it is under way, and once the new master is
+  -- named every lock is renewed there at once, kept or reported lost
+  -- according to what the new master has.
   it("SENTINEL FAILOVER: the client and its watchdog follow the new master", function()
     -- the sentinels see the restarted node as a good replica again
     assert(helpers.wait_until(function() return sen:ready(1) end, 30, 0.1), "sentinels not ready")
@@ -158,9 +160,10 @@ describe("sentinel", function()
     assert.is_true(long:held())
     assert.equal(long.token, (new:cli_raw("GET", long._keys.lock)))
     assert(tonumber((new:cli_raw("PTTL", long._keys.lock))) > 25000)
-    -- the 1 s lease ran out on the new master during the window: reported
+    -- the 1 s lease ran out during the failover, while nothing could be
+    -- renewed ("unreachable"), or on the new master ("not held"): reported
     assert.is_false(short:held())
-    assert.equal("not held", reason)
+    assert.is_truthy(reason == "unreachable" or reason == "not held", reason)
     assert.is_true(long:release())
     got:release()
     c:close()

@@ -187,7 +187,7 @@ end
 -- it with the same code as the native transport and the watchdog use.
 function Transport:_refresh()
   local mode, seeds, master = self._topo:topology()
-  local cfg, last = self._cfg, "no address given"
+  local last = "no address given"
   if mode == "cluster" then
     local known = {}
     local host, port = self._topo:route("")
@@ -212,57 +212,45 @@ function Transport:_refresh()
     end
     return nil, "cluster unreachable (last: " .. tostring(last) .. ")"
   end
-  -- Sentinel: the first sentinel that knows the master, confirmed by ROLE
-  local answered, unknown = 0, 0
-  for _, s in ipairs(seeds) do
-    local node = parse_hostport(s)
-    local red, err = self:_connect(node, self._connect_ms, cfg.sentinel_username, cfg.sentinel_password, 0)
-    if red then
-      local res, rerr = red:sentinel("get-master-addr-by-name", master)
-      if res then red:set_keepalive(POOL_IDLE_MS, POOL_SIZE) else red:close() end
-      answered = answered + 1
-      if type(res) == "table" and res[1] and res[2] then
-        local m = { host = res[1], port = tonumber(res[2]) }
-        local mred, merr = self:_get(m, self._connect_ms)
-        if mred then
-          local role = mred:role()
-          mred:set_keepalive(POOL_IDLE_MS, POOL_SIZE)
-          if type(role) == "table" and role[1] == "master" then
-            self._topo:set_master(m.host, m.port)
-            return true
-          end
-          last = "master not confirmed at " .. node_where(m)
-        else
-          last = merr
-        end
-      elseif res == null then
-        unknown = unknown + 1
-      else
-        last = "redis error: " .. tostring(rerr)
-      end
-    else
-      last = err
+  -- Sentinel: whom to trust is decided in one place, the C topology's
+  -- follower thread (csrc/sentinel.h: a majority of the sentinels, the
+  -- highest config-epoch, no failover under way, ROLE). It runs in this
+  -- worker, asks the sentinels every second and at once on their failover
+  -- events; here we only ask it to look now and wait for its answer.
+  if not self._topo:follow() then
+    return nil, "connection failed: cannot follow the sentinels (no thread)"
+  end
+  ngx.update_time()
+  local deadline = ngx.now() + self._connect_ms / 1000
+  while not self._topo:route("") do
+    ngx.update_time()
+    if ngx.now() >= deadline then
+      return nil, "connection lost: timed out (no master confirmed by the sentinels for "
+        .. tostring(master) .. ")"
     end
+    ngx.sleep(0.005)
   end
-  if answered > 0 and unknown == answered then
-    return nil, "master name unknown: " .. tostring(master) .. " (the sentinels answered, none knows it)"
-  end
-  if answered == 0 then return nil, "no sentinel reachable (last: " .. tostring(last) .. ")" end
-  return nil, last
+  return true
 end
 
 -- The node of `key` (nil: any). Single: the configured endpoint.
 function Transport:_node(key)
   if self._mode == "single" then return self._cfg end
-  local host, port = self._topo:route(key or "")
+  local host, port, epoch = self._topo:route(key or "")
   if not host then
     local ok, err = self:_refresh()
     if not ok then return nil, err end
-    host, port = self._topo:route(key or "")
+    host, port, epoch = self._topo:route(key or "")
     if not host then return nil, "redis error: CLUSTERDOWN no node serves this key's slot" end
   end
-  if port then return { host = host, port = port } end
-  return { path = host }
+  if port then return { host = host, port = port, epoch = epoch } end
+  return { path = host, epoch = epoch }
+end
+
+-- Sentinel: node's master failed a request (see client:doubt): nothing is
+-- routed to it until the sentinels confirm a master again.
+function Transport:_doubt(node)
+  if self._mode == "sentinel" and node and node.epoch then self._topo:doubt(node.epoch) end
 end
 
 local MAX_TRIES = 8
@@ -281,6 +269,7 @@ function Transport:_call(fn, key)
     if not node then return nil, err end
     local red, cerr, not_sent = self:_get(node, timeout_ms)
     if not red then
+      self:_doubt(node)
       if not not_sent or self._mode == "single" or tries == MAX_TRIES then return nil, cerr end
       self:_refresh()
     else
@@ -295,6 +284,7 @@ function Transport:_call(fn, key)
       end
       if res == nil then
         red:close()
+        self:_doubt(node)
         return nil, lost(rerr, node_where(node))
       end
       red:set_keepalive(POOL_IDLE_MS, POOL_SIZE)
@@ -306,6 +296,7 @@ function Transport:_call(fn, key)
         asking = parse_hostport(target)
       elseif word == "MOVED" or rerr:find("^READONLY") then
         asking = nil
+        if word ~= "MOVED" then self:_doubt(node) end
         self:_refresh()
       elseif rerr:find("^TRYAGAIN") then
         ngx.sleep(0.005 * tries)
@@ -436,6 +427,11 @@ end
 -- until the migration ends.
 function Transport:wait_try(key, seconds, _, name, ...)
   self:_check()
+  -- Sentinel: never (as csrc/route_wait.c): a BLPOP on a master demoted
+  -- meanwhile ends there, and the attempt behind it would run on a node
+  -- the sentinels no longer name. The plain wait sends its attempt to the
+  -- confirmed master.
+  if self._mode == "sentinel" then return false end
   local waiter = wait_transport(self)
   local s = core.scripts[name]
   if not s then error("bad argument #4 to 'wait_try' (no such script)", 2) end
