@@ -25,6 +25,8 @@
 #
 # Another Lua: make LUA_VERSION=5.1, or make LUA=luajit LUA_PC=luajit.
 
+.DEFAULT_GOAL := all
+
 LUA_VERSION ?= 5.4
 LUA         ?= lua$(LUA_VERSION)
 LUA_PC      ?= lua$(LUA_VERSION)
@@ -46,24 +48,68 @@ HIREDIS_LIBS   := $(shell $(PKG_CONFIG) --libs hiredis 2>/dev/null)
 
 WARN     = -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wshadow -Werror
 CFLAGS  ?= -O2 -g
+
+# ---- the core's sources: one list ------------------------------------------
+# csrc/ by layer, from the bottom: base (clocks, RESP, tokens, slots), net
+# (sockets and connections), cmd (scripts, native commands), topo (where keys
+# live: Sentinel, Cluster, routing, the Redlock fan-out), watchdog (the
+# renewal thread), binding (the Lua userdata and luaopen), process (the
+# CLI's process control). `make lint` checks that each layer includes only
+# headers of layers below it (tools/check_layers.sh). Every .c of a layer
+# is built: adding a file needs no edit here.
+LAYERS    = base net cmd topo watchdog binding process
+SRCS     := $(sort $(foreach l,$(LAYERS),$(wildcard csrc/$(l)/*.c)) $(wildcard csrc/*.c))
+HDRS     := $(wildcard csrc/*.h csrc/*/*.h)
+# The layers that never include lua.h: the C tests and the bench link these.
+NOLUA_SRCS := $(filter-out csrc/binding/% csrc/process/%,$(SRCS))
+CORE_INCLUDES = $(addprefix -Icsrc/,$(LAYERS)) -Icsrc -Ibuild
+
 # No -llua: the host (lua5.4, nginx, ...) provides the Lua symbols.
-ALL_CFLAGS  = -std=c99 -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L \
-              $(WARN) $(CFLAGS) $(LUA_CFLAGS) $(HIREDIS_CFLAGS) -Ibuild
+BASE_CFLAGS = -std=c99 -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L \
+              $(WARN) $(HIREDIS_CFLAGS) $(CORE_INCLUDES)
+ALL_CFLAGS  = $(BASE_CFLAGS) $(CFLAGS) $(LUA_CFLAGS)
 ALL_LDFLAGS = -shared $(LDFLAGS)
 LIBS        = $(HIREDIS_LIBS) -lpthread -lm
+SAN_FLAGS   = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 
-SRCS    = csrc/core.c csrc/client.c csrc/client_connect.c csrc/client_quorum.c csrc/client_topo.c csrc/client_native.c csrc/client_wait.c csrc/luaval.c csrc/watch.c csrc/process.c csrc/process_signal.c csrc/process_fd.c \
-          csrc/sock.c csrc/resolve.c csrc/resp.c csrc/reply_fast.c csrc/conn.c csrc/conn_wait.c csrc/conn_handshake.c csrc/conn_fork.c csrc/script.c csrc/script_load.c csrc/token.c \
-          csrc/slot.c csrc/topo.c csrc/sentinel.c csrc/sentinel_watch.c csrc/cluster.c csrc/router.c csrc/route_wait.c csrc/fanout.c \
-          csrc/native_cmd.c csrc/native_detect.c \
-          csrc/watchdog.c csrc/wd_thread.c csrc/wd_link.c csrc/wd_sched.c \
-          csrc/wd_ids.c csrc/wd_heap.c csrc/wd_loss.c csrc/wd_fork.c csrc/proc_id.c \
-          csrc/counters.c csrc/evq.c csrc/wd_events.c csrc/client_events.c csrc/hist.c
-HDRS    = $(wildcard csrc/*.h) build/scripts_gen.h
+# ---- variants ----------------------------------------------------------------
+# Each build lives in build/<variant>/: objects in obj/ with their dependency
+# files (-MMD), the module as redislock/core.so (so that "./build/<v>/?.so"
+# finds it). Only what changed is compiled again; `make -j` runs them in
+# parallel. A variant is a Lua (lua5.1 ... lua5.4, luajit: its headers), or
+# asan (Lua 5.4's headers, ASan + UBSan).
+#   $(call variant_cflags,V): the flags that differ
+variant_lua    = $(if $(filter asan,$(1)),$(LUA_PC),$(1))
+variant_cflags = $(if $(filter $(LUA_PC),$(call variant_lua,$(1))),$(LUA_CFLAGS),$$($(PKG_CONFIG) --cflags $(call variant_lua,$(1)))) \
+                 $(if $(filter asan,$(1)),$(SAN_FLAGS),$(CFLAGS))
+VARIANTS = lua5.1 lua5.2 lua5.3 lua5.4 luajit asan $(LUA_PC)
+
+define core_variant
+build/$(1)/obj/%.o: %.c build/scripts_gen.h
+	@mkdir -p $$(@D)
+	$$(CC) $$(BASE_CFLAGS) $(call variant_cflags,$(1)) -MMD -MP -c -o $$@ $$<
+
+build/$(1)/redislock/core.so: $$(SRCS:%.c=build/$(1)/obj/%.o)
+	@mkdir -p $$(@D)
+	$$(CC) $(if $(filter asan,$(1)),$$(SAN_FLAGS)) $$(ALL_LDFLAGS) -o $$@ $$^ $$(LIBS)
+
+build/$(1)/libcore_nolua.a: $$(NOLUA_SRCS:%.c=build/$(1)/obj/%.o)
+	@rm -f $$@
+	$$(AR) rcs $$@ $$^
+
+-include $$(wildcard build/$(1)/obj/csrc/*.d build/$(1)/obj/csrc/*/*.d)
+endef
+$(foreach v,$(sort $(VARIANTS)),$(eval $(call core_variant,$(v))))
+
+# The checkout's own module (the specs' and `make demo`'s): the build for
+# LUA_PC, copied where "./?.so" finds it.
+TARGET  = redislock/core.so
+$(TARGET): build/$(LUA_PC)/redislock/core.so
+	@mkdir -p $(dir $@)
+	cp $< $@
+
 SCRIPTS = $(sort $(wildcard lua/redislock/scripts/*.lua))
 LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lua))
-
-TARGET  = redislock/core.so
 
 .PHONY: all deps test-deps test ctest specs lint demo install install-files uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 test52 test53 testjit fuzz
 
@@ -88,40 +134,25 @@ build/scripts_gen.h: tools/gen_scripts.lua $(SCRIPTS)
 	@mkdir -p build
 	$(LUA) tools/gen_scripts.lua $@ $(SCRIPTS)
 
-$(TARGET): $(SRCS) $(HDRS)
-	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $(SRCS) $(LIBS)
-
-# The C unit tests (test/c/): parsers and command builders, checked on
-# bytes written out in the test, without a server or Lua.
-CTEST_SRCS   = csrc/native_cmd.c csrc/native_detect.c csrc/slot.c csrc/script.c
-CTEST_CFLAGS = -std=c99 -D_POSIX_C_SOURCE=200809L $(WARN) $(HIREDIS_CFLAGS) -Icsrc -Ibuild
+# The C unit tests (test/c/): parsers, command builders, the connection's
+# waits, checked on bytes written out in the test, without a server or Lua.
+# Each links the core's layers without Lua (an archive: the linker takes
+# what the test uses), plain, and with ASan + UBSan for make sanitize.
+CTESTS       = native_cmd_test wd_heap_test reply_fast_test conn_wait_test
+CTEST_CFLAGS = -std=c99 -D_POSIX_C_SOURCE=200809L $(WARN) $(HIREDIS_CFLAGS) $(CORE_INCLUDES)
 CTEST_LIBS   = $(HIREDIS_LIBS) -lpthread
 
-CONN_SRCS = csrc/conn.c csrc/conn_wait.c csrc/conn_handshake.c csrc/conn_fork.c csrc/reply_fast.c csrc/resp.c csrc/sock.c csrc/resolve.c csrc/proc_id.c \
-            csrc/counters.c $(CTEST_SRCS)
+build/$(LUA_PC)/test/%: test/c/%.c build/$(LUA_PC)/libcore_nolua.a $(wildcard test/c/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CTEST_CFLAGS) $(CFLAGS) -o $@ $< build/$(LUA_PC)/libcore_nolua.a $(CTEST_LIBS)
 
-# Each test and the core sources it links (plain, and with ASan + UBSan
-# for make sanitize).
-CTESTS                = native_cmd_test wd_heap_test reply_fast_test conn_wait_test
-native_cmd_test_SRCS  = $(CTEST_SRCS)
-wd_heap_test_SRCS     = csrc/wd_heap.c
-reply_fast_test_SRCS  = $(CONN_SRCS)
-conn_wait_test_SRCS   = $(CONN_SRCS)
-CTEST_DEPS            = $(CONN_SRCS) csrc/wd_heap.c $(HDRS) $(wildcard test/c/*.h)
-
-$(CTESTS:%=build/test/%): build/test/%: test/c/%.c $(CTEST_DEPS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CTEST_CFLAGS) $(CFLAGS) -o $@ $< $($*_SRCS) $(CTEST_LIBS)
-
-$(CTESTS:%=build/asan/%): build/asan/%: test/c/%.c $(CTEST_DEPS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CTEST_CFLAGS) -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
-	    -fno-sanitize-recover=undefined -o $@ $< $($*_SRCS) $(CTEST_LIBS)
+build/asan/test/%: test/c/%.c build/asan/libcore_nolua.a $(wildcard test/c/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CTEST_CFLAGS) $(SAN_FLAGS) -o $@ $< build/asan/libcore_nolua.a $(CTEST_LIBS)
 
 ctest: deps
-	@$(MAKE) --no-print-directory $(CTESTS:%=build/test/%)
-	@for t in $(CTESTS); do build/test/$$t || exit 1; done
+	@$(MAKE) --no-print-directory $(CTESTS:%=build/$(LUA_PC)/test/%)
+	@for t in $(CTESTS); do build/$(LUA_PC)/test/$$t || exit 1; done
 
 # The test command (README, .ci/run): ends with "N passed, N failed".
 test: test-deps
@@ -130,6 +161,7 @@ test: test-deps
 
 lint: test-deps
 	luacheck -q $(wildcard lua spec bench bin tools test)
+	@tools/check_layers.sh
 
 demo: test-deps
 	@$(MAKE) --no-print-directory all
@@ -137,16 +169,12 @@ demo: test-deps
 
 # ASan+UBSan build of the core, loaded into the stock interpreter through
 # LD_PRELOAD (the interpreter itself is not instrumented).
-build/asan/$(TARGET): $(SRCS) $(HDRS)
-	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
-	    -fno-sanitize-recover=undefined $(ALL_LDFLAGS) -o $@ $(SRCS) $(LIBS)
 
 # (Targets that build run a sub-make after test-deps: on a fresh machine the
 # pkg-config flags above were read before the packages were installed.)
 sanitize: test-deps
-	@$(MAKE) --no-print-directory build/asan/$(TARGET) $(CTESTS:%=build/asan/%)
-	@for t in $(CTESTS); do build/asan/$$t || exit 1; done
+	@$(MAKE) --no-print-directory build/asan/$(TARGET) $(CTESTS:%=build/asan/test/%)
+	@for t in $(CTESTS); do build/asan/test/$$t || exit 1; done
 	@LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	 REDISLOCK_CPATH="./build/asan/?.so" LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(SPECS)
@@ -214,10 +242,6 @@ COMPAT_SPECS = spec/01-core_spec.lua spec/03-lock_spec.lua spec/06-watchdog_spec
                spec/08-waiting_spec.lua spec/12-security_spec.lua spec/15-deadlines_spec.lua \
                spec/16-fences_spec.lua spec/17-consistency_spec.lua spec/22-metrics_spec.lua \
                spec/23-reentrant_spec.lua spec/24-rwlock_spec.lua spec/25-semaphore_spec.lua
-build/lua5.1/$(TARGET): $(SRCS) $(HDRS)
-	@mkdir -p $(dir $@)
-	$(CC) $(filter-out $(LUA_CFLAGS),$(ALL_CFLAGS)) $$($(PKG_CONFIG) --cflags lua5.1) \
-	    $(ALL_LDFLAGS) -o $@ $(SRCS) $(LIBS)
 
 test51: test-deps
 	@tools/deps.sh liblua5.1-0-dev lua5.1
@@ -227,10 +251,6 @@ test51: test-deps
 
 # Lua 5.2 and 5.3: the same, each core in build/lua5.2/ or build/lua5.3/
 # (`make test52`, `make test53`; CI runs both).
-build/lua5.2/$(TARGET) build/lua5.3/$(TARGET): $(SRCS) $(HDRS)
-	@mkdir -p $(dir $@)
-	$(CC) $(filter-out $(LUA_CFLAGS),$(ALL_CFLAGS)) $$($(PKG_CONFIG) --cflags $(word 2,$(subst /, ,$@))) \
-	    $(ALL_LDFLAGS) -o $@ $(SRCS) $(LIBS)
 
 test52 test53: test-deps
 	@tools/deps.sh liblua5.$(subst test5,,$@)-dev lua5.$(subst test5,,$@)
@@ -242,10 +262,6 @@ test52 test53: test-deps
 # against LuaJIT's headers into build/luajit/. OpenResty's branch (luajit2),
 # the one Debian's nginx Lua module links: Debian's own luajit conflicts
 # with it, so a machine can have only one of the two.
-build/luajit/$(TARGET): $(SRCS) $(HDRS)
-	@mkdir -p $(dir $@)
-	$(CC) $(filter-out $(LUA_CFLAGS),$(ALL_CFLAGS)) $$($(PKG_CONFIG) --cflags luajit) \
-	    $(ALL_LDFLAGS) -o $@ $(SRCS) $(LIBS)
 
 # It also runs the library inside nginx with its Lua module (test/hosts/).
 testjit: test-deps
@@ -270,19 +286,17 @@ rock: test-deps
 LUA_ABS = $(shell command -v $(firstword $(LUA)) 2>/dev/null || echo /usr/bin/env $(LUA))
 INSTALL_PATHS = $(LUA_ABS)$(LUA_LMOD)$(LUA_CMOD)
 
-# The core is compiled again for the Lua being installed (LUA_PC, or the
-# LUA_CFLAGS luarocks gives), apart from the checkout's ./redislock/core.so:
-# `make install LUA_PC=luajit` must never install a build for another Lua.
+# The core installed is the build for the Lua being installed (LUA_PC, with
+# the LUA_CFLAGS luarocks gives), build/$(LUA_PC)/: `make install
+# LUA_PC=luajit` must never install a build for another Lua.
 install:
 	@$(DEPS_SH) $(BUILD_DEPS)
 	@$(MAKE) --no-print-directory install-files
 
-install-files: build/scripts_gen.h
+install-files: build/$(LUA_PC)/redislock/core.so
 	$(foreach c,' | & \ ],$(if $(findstring $(c),$(INSTALL_PATHS)),$(error install paths must not contain $(c))))
-	@mkdir -p build/install
-	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o build/install/core.so $(SRCS) $(LIBS)
 	install -d $(DESTDIR)$(LUA_CMOD)/redislock $(DESTDIR)$(LUA_LMOD)/redislock/scripts $(DESTDIR)$(BINDIR)
-	install -m 0755 build/install/core.so $(DESTDIR)$(LUA_CMOD)/redislock/core.so
+	install -m 0755 build/$(LUA_PC)/redislock/core.so $(DESTDIR)$(LUA_CMOD)/redislock/core.so
 	install -m 0644 lua/redislock.lua $(DESTDIR)$(LUA_LMOD)/redislock.lua
 	install -m 0644 $(SCRIPTS) $(DESTDIR)$(LUA_LMOD)/redislock/scripts/
 	$(if $(LUA_MODULES),install -m 0644 $(LUA_MODULES) $(DESTDIR)$(LUA_LMOD)/redislock/)

@@ -364,7 +364,7 @@ static void test_probe_key(void) {
     }
     memset(&c, 0, sizeof c);
     native_conn_setup(&c, NULL, 0);
-    CHECK(c.detect == 1 && strcmp(c.probe_key, "redislock:probe") == 0, "setup");
+    CHECK(c.hook != NULL && strcmp(c.hook_key, "redislock:probe") == 0, "setup");
 }
 
 int main(void) {

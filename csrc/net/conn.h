@@ -27,11 +27,23 @@
 #include <hiredis.h>
 
 #include "counters.h"
-#include "native_detect.h"
 #include "resp.h"
 #include "sock.h"
 
 #define CONN_ERRSTR_LEN 200
+#define CONN_HOOK_KEY_MAX 32
+
+struct conn;
+
+/* Requests that a layer above rides in the handshake of the connections it
+ * sets up (the command layer's native command detection, native_detect.h):
+ * queue() queues them after PING and says how many (-1: failed to queue);
+ * reply() gets each one's reply, i from 0, and must never fail the
+ * handshake. The connection knows nothing of what they mean. */
+typedef struct conn_hook {
+    int (*queue)(struct conn *c);
+    void (*reply)(struct conn *c, int i, const redisReply *r);
+} conn_hook;
 
 /* What kind of failure the last one was (conn_kind names it for Lua). */
 enum conn_err {
@@ -101,13 +113,13 @@ typedef struct conn {
     unsigned attempts;       /* connects begun since the last handshake */
     uint64_t handshakes;     /* handshakes completed: after the first, each
                                 one is a reconnect */
-    int detect;              /* the handshake also learns which native
-                                compare commands the node has (native_detect.h) */
-    char probe_key[NATIVE_PROBE_KEY_MAX]; /* the key its SET IFEQ probe uses ("": none) */
-    unsigned native;         /* NATIVE_* bits (native_cmd.h) the node has, as
-                                learned by this connection's handshake: 0
-                                until its replies are read, cleared for a
-                                command the node then refuses */
+    const conn_hook *hook;   /* more requests for its handshake, or NULL */
+    char hook_key[CONN_HOOK_KEY_MAX]; /* the hook's own (native_detect.c: the
+                                key its SET IFEQ probe uses; "": none) */
+    unsigned native;         /* set by the hook: NATIVE_* bits (native_cmd.h)
+                                the node has, as learned by this connection's
+                                handshake: 0 until its replies are read,
+                                cleared for a command the node then refuses */
     uint64_t scripts_ran;    /* bit i: script_at(i) ran on this socket
                                 (cleared whenever it is dropped; fanout.c
                                 sends EVAL until then: see there why) */
@@ -131,6 +143,9 @@ void conn_config_free(conn_config *cfg);
 /* A new, not yet connected conn with its own copy of cfg; NULL if no memory. */
 conn *conn_new(const conn_config *cfg);
 void conn_free(conn *c);
+
+/* For a conn_hook's queue(): queues one more handshake request. 0, or -1. */
+int conn_hook_queue(conn *c, int argc, const char **argv, const size_t *lens);
 
 /* Registers conn_fork.c's fork handlers now (conn_new does it too); for code
  * whose own handlers must be registered after these. */

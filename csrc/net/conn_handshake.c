@@ -1,8 +1,8 @@
 /*
  * conn_handshake.c: what every new connection says first (see conn.h),
  * queued ahead of any request: AUTH, SELECT, PING, and for some
- * connections INFO memory and the native command detection; and what their
- * replies mean. Settings are re-applied on every connect, so a reconnected
+ * connections INFO memory and the requests of a layer above (conn_hook:
+ * the native command detection); and what their replies mean. Settings are re-applied on every connect, so a reconnected
  * conn is indistinguishable from the first one.
  */
 #define _GNU_SOURCE
@@ -12,20 +12,18 @@
 #include <string.h>
 
 #include "counters.h"
-#include "native_cmd.h"
-#include "native_detect.h"
 #include "conn_internal.h"
 
-enum { HS_AUTH = 1, HS_SELECT, HS_PING, HS_INFO, HS_COMMANDS, HS_PROBE };
+enum { HS_AUTH = 1, HS_SELECT, HS_PING, HS_INFO, HS_HOOK };   /* HS_HOOK + i: the hook's i-th */
 
 /* Queues AUTH, SELECT, PING (which proves the server answers and that we
  * may use it: a missing password fails here with NOAUTH, within the connect
- * deadline), for a probing conn INFO memory and, for a conn to a data
- * node, the native command detection (its replies never fail the
- * handshake: see conn_handshake_reply). */
+ * deadline), for a probing conn INFO memory and, where a hook is set, its
+ * requests (their replies never fail the handshake: see
+ * conn_handshake_reply). */
 int conn_queue_handshake(conn *c) {
-    const char *argv[NATIVE_DETECT_MAX_ARGS];
-    size_t lens[NATIVE_DETECT_MAX_ARGS];
+    const char *argv[3];
+    size_t lens[3];
     int argc;
     c->hs_n = c->hs_next = 0;
     if (c->cfg.password) {
@@ -55,17 +53,16 @@ int conn_queue_handshake(conn *c) {
         if (conn_queue(c, 2, argv, lens) != 0) return -1;
         c->hs_kind[c->hs_n++] = HS_INFO;
     }
-    if (c->detect && !c->cfg.no_native) {
-        argc = native_detect_commands_argv(argv, lens);
-        if (conn_queue(c, argc, argv, lens) != 0) return -1;
-        c->hs_kind[c->hs_n++] = HS_COMMANDS;
-        if (c->probe_key[0]) {
-            argc = native_detect_probe_argv(c->probe_key, argv, lens);
-            if (conn_queue(c, argc, argv, lens) != 0) return -1;
-            c->hs_kind[c->hs_n++] = HS_PROBE;
-        }
+    if (c->hook) {
+        int i, n = c->hook->queue(c);
+        if (n < 0 || c->hs_n + n > (int)sizeof c->hs_kind) return -1;
+        for (i = 0; i < n; i++) c->hs_kind[c->hs_n++] = (unsigned char)(HS_HOOK + i);
     }
     return 0;
+}
+
+int conn_hook_queue(conn *c, int argc, const char **argv, const size_t *lens) {
+    return conn_queue(c, argc, argv, lens);
 }
 
 /* INFO memory's maxmemory_policy, or why it could not be read (an ACL user
@@ -92,7 +89,7 @@ static void conn_read_info(conn *c, const redisReply *r) {
     }
 }
 
-/* The reply r to the next handshake request: INFO and the detection never
+/* The reply r to the next handshake request: INFO and the hook's never
  * fail the handshake; an error to AUTH, SELECT or PING does (Redis' own
  * words in errstr; they never contain our arguments). Frees r. 0, or -1
  * with the connection dropped. */
@@ -100,10 +97,8 @@ int conn_handshake_reply(conn *c, redisReply *r) {
     int kind = c->hs_kind[c->hs_next++];
     if (kind == HS_INFO) {
         conn_read_info(c, r);
-    } else if (kind == HS_COMMANDS) {
-        c->native |= native_detect_commands(r) | c->cfg.native_assume;
-    } else if (kind == HS_PROBE) {
-        c->native |= native_detect_probe(r);
+    } else if (kind >= HS_HOOK) {
+        if (c->hook) c->hook->reply(c, kind - HS_HOOK, r);
     } else if (r->type == REDIS_REPLY_ERROR) {
         c->err = CONN_EREDIS;
         snprintf(c->errstr, sizeof c->errstr, "redis error: %.*s",
