@@ -29,16 +29,57 @@ static long sentinel_try_ms(const topo *t) {
     return ms > 0 && ms < SENTINEL_TRY_MS ? ms : SENTINEL_TRY_MS;
 }
 
+struct sentinel_pool {
+    int n;
+    conn **seeds;           /* per seed, or NULL */
+    conn *role;             /* to the last master asked ROLE */
+    topo_node role_node;
+};
+
+sentinel_pool *sentinel_pool_new(int nseeds) {
+    sentinel_pool *p = calloc(1, sizeof *p);
+    if (p == NULL) return NULL;
+    p->n = nseeds;
+    p->seeds = calloc((size_t)(nseeds > 0 ? nseeds : 1), sizeof *p->seeds);
+    if (p->seeds == NULL) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void sentinel_pool_free(sentinel_pool *p) {
+    int i;
+    if (p == NULL) return;
+    for (i = 0; i < p->n; i++) conn_free(p->seeds[i]);
+    free(p->seeds);
+    conn_free(p->role);
+    topo_node_clear(&p->role_node);
+    free(p);
+}
+
+/* Gives back a conn from sentinel_conn: kept in its pool slot, else freed. */
+static void sentinel_done(conn *c, conn **slot) {
+    if (slot == NULL) conn_free(c);
+}
+
 /* A blocking conn to node n with the given credentials, budgeted to end by
- * deadline (and by max_ms from now). NULL with err. */
+ * deadline (and by max_ms from now): the one in *slot when there is one (a
+ * pool's), else a new one (kept in *slot when slot is given). NULL with err. */
 static conn *sentinel_conn(topo_node *n, const char *user, const char *pass, int may_resolve,
-                           int64_t deadline, long max_ms, char *err, size_t errlen) {
+                           int64_t deadline, long max_ms, conn **slot, char *err, size_t errlen) {
     conn_config cfg;
     conn *c;
     long left_ms = (long)((deadline - monotime_us()) / 1000);
     if (left_ms > max_ms) left_ms = max_ms;
     if (left_ms < 1) left_ms = 1;
+    /* (resolved even for a pooled conn: n may be a new snapshot's node,
+     * whose addresses the watchdog thread, which never resolves, uses) */
     if (topo_node_resolve(n, may_resolve, deadline, err, errlen) != 0) return NULL;
+    if (slot && *slot) {
+        conn_set_timeouts(*slot, left_ms, left_ms);
+        return *slot;
+    }
     memset(&cfg, 0, sizeof cfg);
     cfg.host = n->host;
     cfg.port = n->port;
@@ -53,17 +94,29 @@ static conn *sentinel_conn(topo_node *n, const char *user, const char *pass, int
     }
     c->may_resolve = 0;
     conn_set_addrs(c, &n->addrs);
+    if (slot) *slot = c;
     return c;
 }
 
 /* ROLE on the named master: 1 master, 0 something else, -1 unreachable. */
-static int sentinel_confirm(const topo *t, topo_node *master, int64_t deadline, char *err, size_t errlen) {
+static int sentinel_confirm(const topo *t, sentinel_pool *pool, topo_node *master, int64_t deadline,
+                            char *err, size_t errlen) {
     const char *argv[1] = {"ROLE"};
     size_t lens[1] = {4};
     redisReply *r;
     int rc = -1;
-    conn *c = sentinel_conn(master, t->cfg.username, t->cfg.password, 0, deadline,
-                            sentinel_try_ms(t), err, errlen);
+    conn **slot = NULL, *c;
+    if (pool) {
+        if (pool->role && !topo_node_same(&pool->role_node, master)) {
+            conn_free(pool->role);
+            pool->role = NULL;
+            topo_node_clear(&pool->role_node);
+        }
+        if (pool->role == NULL && topo_node_dup(&pool->role_node, master) != 0) pool = NULL;
+        if (pool) slot = &pool->role;
+    }
+    c = sentinel_conn(master, t->cfg.username, t->cfg.password, 0, deadline, sentinel_try_ms(t), slot,
+                      err, errlen);
     if (c == NULL) return -1;
     r = conn_command(c, 1, argv, lens);
     if (r == NULL) {
@@ -79,7 +132,7 @@ static int sentinel_confirm(const topo *t, topo_node *master, int64_t deadline, 
         snprintf(err, errlen, "unexpected ROLE reply");
     }
     if (r) freeReplyObject(r);
-    conn_free(c);
+    sentinel_done(c, slot);
     return rc;
 }
 
@@ -130,14 +183,14 @@ enum { ASK_UNREACHABLE = -1, ASK_VIEW = 0, ASK_UNKNOWN = 1, ASK_ERROR = 2 };
 /* Asks sentinel s what it knows of the master: ASK_VIEW with *v, ASK_UNKNOWN
  * (it knows no master by that name), ASK_ERROR (an error reply, in err) or
  * ASK_UNREACHABLE (err). */
-static int sentinel_ask(const topo *t, topo_node *s, int may_resolve, int64_t deadline,
+static int sentinel_ask(const topo *t, topo_node *s, int may_resolve, int64_t deadline, conn **slot,
                         sentinel_view *v, char *err, size_t errlen) {
     const char *argv[3] = {"SENTINEL", "MASTER", t->master};
     size_t lens[3] = {8, 6, strlen(t->master)};
     redisReply *r;
     int rc;
     conn *c = sentinel_conn(s, t->sentinel_user, t->sentinel_pass, may_resolve, deadline,
-                            sentinel_try_ms(t), err, errlen);
+                            sentinel_try_ms(t), slot, err, errlen);
     if (c == NULL) return ASK_UNREACHABLE;
     memset(v, 0, sizeof *v);
     v->epoch = -1;
@@ -151,7 +204,7 @@ static int sentinel_ask(const topo *t, topo_node *s, int may_resolve, int64_t de
         if (r != NULL && r->type != REDIS_REPLY_ERROR) {
             rc = sentinel_parse_addr(r, v) == 0 ? ASK_VIEW : ASK_UNKNOWN;   /* nil: no such master */
             freeReplyObject(r);
-            conn_free(c);
+            sentinel_done(c, slot);
             return rc;
         }
     }
@@ -170,7 +223,7 @@ static int sentinel_ask(const topo *t, topo_node *s, int may_resolve, int64_t de
         rc = ASK_ERROR;
     }
     if (r) freeReplyObject(r);
-    conn_free(c);
+    sentinel_done(c, slot);
     return rc;
 }
 
@@ -179,7 +232,7 @@ static void sentinel_oom(char *err, size_t errlen, const char **kind) {
     *kind = "memory";
 }
 
-int sentinel_pass(topo *t, int may_resolve, int64_t deadline, topo_snap **out,
+int sentinel_pass(topo *t, sentinel_pool *pool, int may_resolve, int64_t deadline, topo_snap **out,
                   char *err, size_t errlen, const char **kind) {
     sentinel_view best, v;
     char last[CONN_ERRSTR_LEN] = "no sentinel given";
@@ -199,7 +252,8 @@ int sentinel_pass(topo *t, int may_resolve, int64_t deadline, topo_snap **out,
         pthread_mutex_lock(&t->mu);
         s = t->seeds[i];
         pthread_mutex_unlock(&t->mu);
-        rc = sentinel_ask(t, &s, may_resolve, deadline, &v, last, sizeof last);
+        rc = sentinel_ask(t, &s, may_resolve, deadline, pool && i < pool->n ? &pool->seeds[i] : NULL, &v,
+                          last, sizeof last);
         if (s.addrs.n > 0) {
             pthread_mutex_lock(&t->mu);
             if (t->seeds[i].addrs.n == 0) t->seeds[i].addrs = s.addrs;
@@ -251,7 +305,7 @@ int sentinel_pass(topo *t, int may_resolve, int64_t deadline, topo_snap **out,
         return SENTINEL_FAIL;
     }
     snap->nodes[0].port = best.port;
-    confirmed = sentinel_confirm(t, &snap->nodes[0], deadline, last, sizeof last);
+    confirmed = sentinel_confirm(t, pool, &snap->nodes[0], deadline, last, sizeof last);
     if (confirmed == 1) {
         *out = snap;
         return SENTINEL_OK;
@@ -274,7 +328,7 @@ int sentinel_load(topo *t, int may_resolve, int64_t deadline, topo_snap **out,
                   char *err, size_t errlen, const char **kind) {
     for (;;) {
         long left;
-        int v = sentinel_pass(t, may_resolve, deadline, out, err, errlen, kind);
+        int v = sentinel_pass(t, NULL, may_resolve, deadline, out, err, errlen, kind);
         if (v == SENTINEL_OK) return 0;
         if (v == SENTINEL_FAIL) return -1;
         left = (long)((deadline - monotime_us()) / 1000);

@@ -39,9 +39,16 @@ enum sentinel_verdict {
     SENTINEL_FAIL        /* too few sentinels answered, or none knows the name */
 };
 
+/* Connections kept from one pass to the next (the follower thread asks
+ * every second): one per sentinel, and one to the master asked ROLE. */
+typedef struct sentinel_pool sentinel_pool;
+sentinel_pool *sentinel_pool_new(int nseeds);
+void sentinel_pool_free(sentinel_pool *p);
+
 /* One pass over the sentinels (each asked within at most the connect
- * timeout, all before deadline): a verdict, with err and *kind when not OK. */
-int sentinel_pass(topo *t, int may_resolve, int64_t deadline, topo_snap **out,
+ * timeout, all before deadline), on pool's connections (NULL: new ones,
+ * closed after): a verdict, with err and *kind when not OK. */
+int sentinel_pass(topo *t, sentinel_pool *pool, int may_resolve, int64_t deadline, topo_snap **out,
                   char *err, size_t errlen, const char **kind);
 
 /* Passes until one confirms a master or deadline: 0 with *out, or -1 with

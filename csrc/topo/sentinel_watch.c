@@ -16,6 +16,7 @@
 #include "deadline.h"
 #include "monotime.h"
 #include "proc_id.h"
+#include "sentinel.h"
 
 #define SW_INTERVAL_MS 1000     /* ask the sentinels at least this often */
 #define SW_DOUBT_MS 100         /* ... and this often while in doubt */
@@ -38,6 +39,7 @@ struct sentinel_watch {
     int nsubs;
     conn **subs;            /* per seed: its subscribed connection, or NULL */
     int64_t *retry_at;      /* per seed: when to try subscribing again (ms) */
+    sentinel_pool *pool;    /* the passes' connections */
 };
 
 /* Subscribes to the failover events on seed i, within SW_SUB_TRY_MS. */
@@ -127,7 +129,7 @@ static void *sw_main(void *arg) {
             }
         if (ask || now >= next) {
             ask = 0;
-            topo_recheck(t);
+            topo_recheck(t, sw->pool);
             now = monotime_ms();
             next = now + (topo_confirmed(t) ? SW_INTERVAL_MS : SW_DOUBT_MS);
         }
@@ -163,6 +165,7 @@ static void sw_free(sentinel_watch *sw) {
     for (i = 0; i < sw->nsubs; i++) conn_free(sw->subs[i]);
     free(sw->subs);
     free(sw->retry_at);
+    sentinel_pool_free(sw->pool);
     if (sw->wake_fd >= 0) close(sw->wake_fd);
     free(sw);
 }
@@ -177,7 +180,8 @@ sentinel_watch *sentinel_watch_start(topo *t) {
     sw->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     sw->subs = calloc((size_t)(sw->nsubs > 0 ? sw->nsubs : 1), sizeof *sw->subs);
     sw->retry_at = calloc((size_t)(sw->nsubs > 0 ? sw->nsubs : 1), sizeof *sw->retry_at);
-    if (sw->wake_fd < 0 || sw->subs == NULL || sw->retry_at == NULL) {
+    sw->pool = sentinel_pool_new(sw->nsubs);
+    if (sw->wake_fd < 0 || sw->subs == NULL || sw->retry_at == NULL || sw->pool == NULL) {
         sw_free(sw);
         return NULL;
     }

@@ -237,7 +237,9 @@ uint64_t topo_confirms(const topo *t) {
     return __atomic_load_n(&t->confirms, __ATOMIC_ACQUIRE);
 }
 
-void topo_doubt(topo *t, uint64_t epoch) {
+/* Casts the doubt; kick: and asks the follower thread to look now (not
+ * when it is the follower that doubts). */
+static void topo_doubt_as(topo *t, uint64_t epoch, int kick) {
     if (t->mode != TOPO_SENTINEL) return;
     pthread_mutex_lock(&t->mu);
     if (epoch == 0 || epoch == t->epoch) {
@@ -247,8 +249,12 @@ void topo_doubt(topo *t, uint64_t epoch) {
             topo_notify(t);
         }
     }
-    if (t->watch) sentinel_watch_kick(t->watch);
+    if (kick && t->watch) sentinel_watch_kick(t->watch);
     pthread_mutex_unlock(&t->mu);
+}
+
+void topo_doubt(topo *t, uint64_t epoch) {
+    topo_doubt_as(t, epoch, 1);
 }
 
 void topo_set_listener(topo *t, void (*fn)(void *), void *arg) {
@@ -274,7 +280,7 @@ void topo_follow(topo *t) {
     if (old) sentinel_watch_abandon(old);
 }
 
-void topo_recheck(topo *t) {
+void topo_recheck(topo *t, struct sentinel_pool *pool) {
     char err[CONN_ERRSTR_LEN];
     const char *kind;
     topo_snap *s = NULL;
@@ -284,12 +290,12 @@ void topo_recheck(topo *t) {
     gen = t->doubts;
     pthread_mutex_unlock(&t->mu);
     /* (this thread may resolve the sentinels' names: it blocks no one) */
-    v = sentinel_pass(t, 1, deadline_in_ms(t->cfg.connect_timeout_ms > 0 ? t->cfg.connect_timeout_ms : 1000),
+    v = sentinel_pass(t, pool, 1, deadline_in_ms(t->cfg.connect_timeout_ms > 0 ? t->cfg.connect_timeout_ms : 1000),
                       &s, err, sizeof err, &kind);
     if (v == SENTINEL_OK)
         topo_publish_as(t, s, gen);
     else if (v == SENTINEL_DOUBT)
-        topo_doubt(t, 0);
+        topo_doubt_as(t, 0, 0);
     /* SENTINEL_FAIL (too few answers): nothing learned; the connections'
      * own failures cast doubt where there is reason to */
 }

@@ -113,8 +113,10 @@ void topo_doubt(topo *t, uint64_t epoch);
  * fork too). Other modes: nothing. */
 void topo_follow(topo *t);
 /* One pass over the sentinels, as the follower thread makes it every
- * second: publishes a confirmed master, or casts a doubt. */
-void topo_recheck(topo *t);
+ * second (on its pool of connections, sentinel.h): publishes a confirmed
+ * master, or casts a doubt. */
+struct sentinel_pool;
+void topo_recheck(topo *t, struct sentinel_pool *pool);
 /* fn(arg) is called (under the topology's mutex: it must only wake a
  * thread) after every change of snapshot or of confirmation. fn NULL: none. */
 void topo_set_listener(topo *t, void (*fn)(void *), void *arg);

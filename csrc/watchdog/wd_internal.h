@@ -23,6 +23,7 @@
 #include "wd_loss.h"
 
 #define WD_RETRY_MIN_MS 10      /* a failed renewal is retried after ttl/10, at least this */
+#define WD_RENEW_ALL_MS 100     /* at most this often, all at once after a doubt is lifted */
 
 /* A renewal sent on a link and not yet answered (e NULL: an ASKING ahead
  * of one, whose reply is only read). */
@@ -81,6 +82,7 @@ struct wd {
     int nlinks;
     int want_refresh;       /* a redirect or a refused master: reload t */
     uint64_t confirms_seen; /* topo_confirms(t) when last looked at */
+    int64_t renew_all_after;/* ms: the next doubt lifted renews all at once from then */
 
     wd_idmap ids;           /* id -> entry, for the Lua side's calls */
     wd_heap heap;           /* renewals by time */

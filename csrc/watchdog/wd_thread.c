@@ -93,9 +93,15 @@ static void *wd_main(void *arg) {
         }
         wd_links_sync(w, now);
         if (topo_confirms(w->t) != w->confirms_seen) {
-            /* a doubt was lifted: renew what waited for it, now */
+            /* a doubt was lifted: renew what waited for it, now; but not
+             * more than once per WD_RENEW_ALL_MS, should our renewals fail
+             * on a master the sentinels confirm (each failure casts a doubt
+             * that the next pass lifts) */
             w->confirms_seen = topo_confirms(w->t);
-            wd_renew_all_now(w, now);
+            if (now >= w->renew_all_after) {
+                w->renew_all_after = now + WD_RENEW_ALL_MS;
+                wd_renew_all_now(w, now);
+            }
         }
         if (npfd < w->nlinks + 1) {
             struct pollfd *p = realloc(pfd, (size_t)(w->nlinks + 1) * sizeof *p);
