@@ -17,8 +17,10 @@
 --
 -- --sentinel 1: the locks live on a master with one replica, watched by
 -- three sentinels, and the workers find the master through them; the
--- nemeses add SENTINEL FAILOVER and kill -9 of the master (restarted as a
--- replica), and drop the proxy faults (a proxy cannot follow a failover).
+-- nemeses add SENTINEL FAILOVER, SENTINEL FAILOVER with the old master
+-- then SIGSTOPped 2 s, the master SIGSTOPped until Sentinel has failed
+-- over by itself, and kill -9 of the master (restarted as a replica), and
+-- drop the proxy faults (a proxy cannot follow a failover).
 -- Overlaps that begin while a failover is under way (the new master may
 -- lack the latest lock, and the old one stays a master until Sentinel
 -- demotes it) are counted apart, as for a restart.
@@ -260,6 +262,38 @@ if SENTINEL then
     pause(old, "server_pause")
     if sen:wait_master_change(old, 5) then until_demoted(old, t, "server_pause") end
   end
+  -- Issue 22's other two cases (spec/29-sentinel_failover_spec.lua). A
+  -- failover needs a replica the sentinels find good: after the last one
+  -- the old master may still be syncing, so each waits for that first.
+  local function ready()
+    return helpers.wait_until(function() return sen:ready(1) end, 10, 0.1)
+  end
+  -- SENTINEL FAILOVER, then the old master SIGSTOPped 2 s as soon as the
+  -- sentinels name the new one, and resumed: still a master until demoted
+  NEMESES.failover_pause = function()
+    assert(ready(), "no good replica to fail over to")
+    local old, t = master(), now()
+    assert(sen:failover())
+    assert(sen:wait_master_change(old, 20), "no failover")
+    old:kill("STOP")
+    helpers.sleep(2)
+    old:kill("CONT")
+    until_demoted(old, t, "failover_pause")
+    count("failover_pause")
+  end
+  -- The master SIGSTOPped past down-after-milliseconds, until the
+  -- sentinels have failed over by themselves, then resumed: a second
+  -- master until they demote it
+  NEMESES.master_pause = function()
+    assert(ready(), "no good replica to fail over to")
+    local old, t = master(), now()
+    old:kill("STOP")
+    local ok, moved = pcall(sen.wait_master_change, sen, old, 15)
+    old:kill("CONT")
+    assert(ok, moved)
+    if moved then until_demoted(old, t, "master_pause") end
+    count("master_pause")
+  end
   -- kill -9 of the master; it comes back (empty: no persistence) and
   -- Sentinel makes it a replica of the new master
   NEMESES.master_kill = function()
@@ -483,7 +517,8 @@ for _, k in ipairs(KINDS) do
 end
 row("holds checked", #holds)
 row("overlaps (a single healthy Redis: must be 0)", overlaps)
-for _, k in ipairs(SENTINEL and { "failover", "master_kill", "server_pause", "early_expiry" }
+for _, k in ipairs(SENTINEL and { "failover", "failover_pause", "master_pause", "master_kill", "server_pause",
+  "early_expiry" }
   or { "server_kill", "early_expiry" }) do
   row("holds overlapping while Redis had lost it: " .. k, expected_overlaps[k] or 0)
 end
