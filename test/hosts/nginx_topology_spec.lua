@@ -2,8 +2,10 @@
 -- asks the C topology where a key lives and talks to the nodes and the
 -- sentinels itself, over cosockets, feeding what they say to the same C
 -- parser the native watchdog routes by. Real processes on loopback.
+-- Issue 22's manual failover runs here too, for a lock held in nginx.
 local helpers = require "spec.helpers"
 local topology = require "spec.support.topology"
+local failover = require "spec.support.failover"
 local http = require "socket.http"
 
 http.TIMEOUT = 20
@@ -77,6 +79,25 @@ http {
         if not l then return ngx.say("failed ", err) end
         LOCKS[a.key] = l
         ngx.say("ok")
+      }
+    }
+    # issue 22: a client per set of sentinels (ports on 127.0.0.1), the
+    # lock's key given back for the spec to look at on the masters
+    location /fo/acquire {
+      content_by_lua_block {
+        local a = ngx.req.get_uri_args()
+        local c = CLIENTS["fo " .. a.ports]
+        if not c then
+          local err
+          c, err = redislock.connect { url = "redis+sentinel://127.0.0.1:" .. a.ports:gsub(",", ",127.0.0.1:")
+            .. "/mymaster", transport = "cosocket", connect_timeout = 1, timeout = 1 }
+          if not c then return ngx.say("failed ", err) end
+          CLIENTS["fo " .. a.ports] = c
+        end
+        local l, err = c:acquire(a.name, { ttl = tonumber(a.ttl), wait = 0 })
+        if not l then return ngx.say("failed ", err) end
+        LOCKS[a.name] = l
+        ngx.say("ok ", l.token, " ", l._keys.lock)
       }
     }
     location /held { content_by_lua_block { ngx.say(tostring(LOCKS[ngx.var.arg_name]:held())) } }
@@ -193,5 +214,81 @@ describe("cosocket transport over Cluster and Sentinel (nginx)", function()
     assert.equal(token, (rep.replicas[1]:cli_raw("GET", "{co-sen2}")))
     assert.equal(port, rep.replicas[1].port)
     assert.equal("true", get("/release?name=co-sen2"))
+  end)
+
+  -- Issue 22 (spec/29-sentinel_failover_spec.lua, scenario 1) through the
+  -- cosocket transport: a lock held in nginx, ttl 8 s, replicated, through
+  -- SENTINEL FAILOVER, while two rival processes (native transport, one
+  -- client kept, one new per try) try the name every 50 ms. The spec
+  -- samples held() over HTTP every ~50 ms. 0 rival grants while held; the
+  -- lock kept on the new master; a grant after the switch lands there.
+  it("Sentinel: a lock held in nginx through SENTINEL FAILOVER, no rival grant while held (issue 22)", function()
+    local TTL = 8
+    local frep = topology.start_replicated { replicas = 1 }
+    local old, new = frep.master, frep.replicas[1]
+    local fsen
+    local rivals = {}
+    finally(function()
+      for _, r in ipairs(rivals) do r:stop() end
+      old:kill("CONT")
+      if fsen then fsen:stop() end
+      frep:stop()
+    end)
+    fsen = topology.start_sentinels { master = old, down_after_ms = 1000, servers = { old, new } }
+    local seeds = failover.seeds(fsen)
+    local ports = {}
+    for i, a in ipairs(fsen:addrs()) do ports[i] = a.port end
+    local acquire = "/fo/acquire?ttl=" .. TTL .. "&ports=" .. table.concat(ports, ",") .. "&name="
+    local name = "co-fo"
+    local reply = get(acquire .. name)
+    local t_acq = helpers.monotime()
+    local token, key = reply:match("^ok (%x+) (%S+)$")
+    assert(token, reply)
+    -- replicated (the cosocket transport has no replicas option): the
+    -- replica reached the master's offset after the grant, and has the key
+    assert(topology.wait_replicas_synced(old, { new }, 5), "the replica did not sync")
+    assert.equal(token, (new:cli_raw("GET", key)))
+    for i, mode in ipairs { "keep", "fresh" } do
+      rivals[i] = failover.spawn_rival(seeds, name, 2, mode)
+    end
+    local samples = {}
+    local function sample()
+      local t = helpers.monotime()
+      samples[#samples + 1] = { t, get("/held?name=" .. name) == "true" }
+    end
+    -- the fault 2 s after the grant, before the first renewal (as spec 29)
+    local fault_at = math.max(t_acq + 2, helpers.monotime() + 0.5)
+    while helpers.monotime() < fault_at do
+      sample()
+      helpers.sleep(0.05)
+    end
+    local w = failover.run_fault { kind = "failover", sen = fsen, old = old, new = new, name = name, key = key,
+      token = token, ttl = TTL, sample = sample,
+      grant = function(second)
+        local r = get(acquire .. second)
+        local t, v, k = helpers.monotime(), r:match("^ok (%x+) (%S+)$")
+        if v then return { t = t, key = k, token = v } end
+        return { fail = r }
+      end }
+    local kept_value = new:cli_raw("GET", key)
+    sample()
+    for _, r in ipairs(rivals) do r:kill("TERM") end
+    for _, r in ipairs(rivals) do r:wait(5) end
+    local held_at_end = samples[#samples][2]
+    local released = get("/release?name=" .. name)
+    if w.grant.key then get("/release?name=" .. name .. ":after") end
+    local r = failover.summary { label = "nginx, cosocket transport: SENTINEL FAILOVER", w = w, t_acquired = t_acq,
+      samples = samples, rivals = rivals, token = token, kept_value = kept_value, held_at_end = held_at_end }
+    print("\n" .. r.line)
+
+    assert.equal(0, r.revived, "held() said true again after false")
+    assert.equal(0, r.bad, "rival grants while the lock held in nginx was held()")
+    if r.keepable then
+      assert.equal(token, kept_value, "the lock is not nginx's on the new master")
+      assert.is_true(held_at_end, "nginx lost the lock")
+      assert.equal("true", released)
+    end
+    assert(not w.grant.fail, "the grant after the switch failed: " .. tostring(w.grant.fail))
+    assert.is_true(w.grant.on_new, "the grant after the switch is not on the new master")
   end)
 end)
