@@ -54,7 +54,7 @@ LIBS        = $(HIREDIS_LIBS) -lpthread -lm
 
 SRCS    = csrc/core.c csrc/client.c csrc/client_connect.c csrc/client_quorum.c csrc/client_topo.c csrc/client_native.c csrc/client_wait.c csrc/luaval.c csrc/watch.c csrc/process.c csrc/process_signal.c csrc/process_fd.c \
           csrc/sock.c csrc/resolve.c csrc/resp.c csrc/reply_fast.c csrc/conn.c csrc/conn_wait.c csrc/conn_handshake.c csrc/conn_fork.c csrc/script.c csrc/script_load.c csrc/token.c \
-          csrc/slot.c csrc/topo.c csrc/sentinel.c csrc/cluster.c csrc/router.c csrc/route_wait.c csrc/fanout.c \
+          csrc/slot.c csrc/topo.c csrc/sentinel.c csrc/cluster.c csrc/recovery.c csrc/router.c csrc/route_wait.c csrc/fanout.c \
           csrc/native_cmd.c csrc/native_detect.c \
           csrc/watchdog.c csrc/wd_thread.c csrc/wd_link.c csrc/wd_sched.c \
           csrc/wd_ids.c csrc/wd_heap.c csrc/wd_loss.c csrc/wd_fork.c csrc/proc_id.c \
@@ -92,8 +92,8 @@ $(TARGET): $(SRCS) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $(SRCS) $(LIBS)
 
-# The C unit tests (test/c/): parsers and command builders, checked on
-# bytes written out in the test, without a server or Lua.
+# The C unit tests (test/c/): parsers, command builders and the recovery
+# rules, checked on bytes written out in the test, without a server or Lua.
 CTEST_SRCS   = csrc/native_cmd.c csrc/native_detect.c csrc/slot.c csrc/script.c
 CTEST_CFLAGS = -std=c99 -D_POSIX_C_SOURCE=200809L $(WARN) $(HIREDIS_CFLAGS) -Icsrc -Ibuild
 CTEST_LIBS   = $(HIREDIS_LIBS) -lpthread
@@ -103,12 +103,13 @@ CONN_SRCS = csrc/conn.c csrc/conn_wait.c csrc/conn_handshake.c csrc/conn_fork.c 
 
 # Each test and the core sources it links (plain, and with ASan + UBSan
 # for make sanitize).
-CTESTS                = native_cmd_test wd_heap_test reply_fast_test conn_wait_test
+CTESTS                = native_cmd_test wd_heap_test reply_fast_test conn_wait_test recovery_test
 native_cmd_test_SRCS  = $(CTEST_SRCS)
 wd_heap_test_SRCS     = csrc/wd_heap.c
 reply_fast_test_SRCS  = $(CONN_SRCS)
 conn_wait_test_SRCS   = $(CONN_SRCS)
-CTEST_DEPS            = $(CONN_SRCS) csrc/wd_heap.c $(HDRS) $(wildcard test/c/*.h)
+recovery_test_SRCS    = csrc/recovery.c csrc/script_load.c $(CONN_SRCS)
+CTEST_DEPS            = $(CONN_SRCS) csrc/wd_heap.c csrc/recovery.c csrc/script_load.c $(HDRS) $(wildcard test/c/*.h)
 
 $(CTESTS:%=build/test/%): build/test/%: test/c/%.c $(CTEST_DEPS)
 	@mkdir -p $(dir $@)

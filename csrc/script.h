@@ -49,4 +49,12 @@ int script_queue_load_skipped(conn *c, const script_def *s);
 /* Is r Redis' NOSCRIPT error? */
 int script_is_noscript(const redisReply *r);
 
+/* Queues EVALSHA s nkeys args... on c, or, with eval, EVAL <s's source>
+ * nkeys args... (after a NOSCRIPT, or where s has not run yet: the caller
+ * queues the SCRIPT LOAD before it). The one builder of script requests:
+ * the router, the watchdog and the Redlock fan-out send these bytes. nargs
+ * is at most SCRIPT_MAX_ARGS. 0, or -1 (c failed: out of memory). */
+int script_append(conn *c, const script_def *s, int eval, int nargs, const char **args,
+                  const size_t *lens);
+
 #endif
