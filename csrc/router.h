@@ -7,10 +7,10 @@
  * the router rebuilds its table for the new snapshot, keeping the
  * connections to nodes that are still there and closing the others.
  *
- * route_* run one request on the node of a key with the redirect rules of
- * cluster.h and the re-resolution rules of sentinel.h, within the command's
- * deadline; a request that was sent is never sent again unless Redis
- * refused it (MOVED, ASK, TRYAGAIN, READONLY: it did not run).
+ * route_* run one request on the node of a key with the recovery rules of
+ * recovery.h (redirects, re-resolution, NOSCRIPT, pauses), within the
+ * command's deadline; a request that was sent is never sent again unless
+ * Redis refused it (it did not run).
  */
 #ifndef REDISLOCK_ROUTER_H
 #define REDISLOCK_ROUTER_H
@@ -60,8 +60,8 @@ redisReply *route_command(router *r, const char *key, size_t klen,
 redisReply *route_script(router *r, const script_def *s, int nargs,
                          const char **args, const size_t *lens);
 
-/* Queues EVAL (use_eval) or EVALSHA of script s on c, or argv as given
- * when s is NULL. 0, or -1 (errstr). */
+/* Queues EVAL (use_eval) or EVALSHA of script s on c (script_append), or
+ * argv as given when s is NULL. 0, or -1 (errstr). */
 int route_append(conn *c, const script_def *s, int use_eval, int argc,
                  const char **argv, const size_t *lens);
 
