@@ -25,6 +25,7 @@ router *router_new(topo *t, int may_resolve) {
     r->t = t;
     r->may_resolve = may_resolve;
     r->timeout_ms = t->cfg.timeout_ms;
+    r->call_deadline = DEADLINE_NONE;
     r->last_node = -1;
     return r;
 }
@@ -142,11 +143,11 @@ static int router_find(const router *r, const topo_node *n) {
 #define ROUTER_LAST_SEND_MS 20
 
 /* The pause before the waits-th retry of a refusal that asks for one
- * (recovery_pause_ms), never past `until`. Returns 1 when the call must
- * stop there with the refusal as its answer: `until` is over, or what is
- * left of the command's deadline is too little for another request's
- * reply (a timeout there would drop a healthy connection and report it
- * lost). */
+ * (recovery_pause_ms), never past `until` (the caller's deadline, or the
+ * command's). Returns 1 when the call must stop there with the refusal as
+ * its answer: `until` is over, or what is left of the command's deadline
+ * is too little for another request's reply (a timeout there would drop a
+ * healthy connection and report it lost). */
 static int router_pause(int waits, int64_t until, int64_t deadline) {
     int64_t ms = recovery_pause_ms(waits), left;
     struct timespec ts;
@@ -195,12 +196,15 @@ static int route_native_reply(conn *c, unsigned op, redisReply *reply) {
 static redisReply *route_exec(router *r, const char *key, size_t klen, const script_def *s,
                               int argc, const char **argv, const size_t *lens) {
     int64_t deadline = deadline_in_ms(r->timeout_ms);
-    int64_t until = deadline;   /* how long a refusal that did not run may be waited out */
+    /* how long a refusal that did not run may be waited out (router.h):
+     * the caller's deadline, taken once, within the command's */
+    int64_t until = deadline_min(deadline, r->call_deadline);
     topo_node ask;           /* where an ASK sent us; valid when have_ask (not
                                 zeroed up front: it is large, and rarely used) */
     int have_ask = 0;
     int asking = 0, use_eval = 0, tries = 0, refreshed = 0, waits = 0, scripted = 0;
     redisReply *reply = NULL;
+    r->call_deadline = DEADLINE_NONE;
     if (topo_epoch(r->t) == 0) refreshed = 1;   /* router_sync loads it now */
     while (reply == NULL) {
         int node;
@@ -312,8 +316,8 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
         if (rec.todo & RECOVERY_PAUSE) {
             /* it did not run, and may once the node is ready (a slot
              * being migrated, a dataset being loaded): wait, more each
-             * time, until the deadline, without counting it as a
-             * redirect; then Redis' refusal is the answer */
+             * time, until the caller's deadline, without counting it as
+             * a redirect; then Redis' refusal is the answer */
             waits++;
             tries--;
             if (router_pause(waits, until, deadline)) break;
@@ -345,6 +349,7 @@ redisReply *route_command(router *r, const char *key, size_t klen,
 redisReply *route_script(router *r, const script_def *s, int nargs,
                          const char **args, const size_t *lens) {
     if (nargs > SCRIPT_MAX_ARGS) {
+        r->call_deadline = DEADLINE_NONE;
         router_fail(r, CONN_ENOMEM, "too many script arguments");
         return NULL;
     }

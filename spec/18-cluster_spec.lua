@@ -130,6 +130,38 @@ describe("cluster", function()
     assert.is_true(c:stats().topology_changes >= 1)
   end)
 
+  it("an acquire on a half-migrated slot returns within its wait, with Redis' TRYAGAIN", function()
+    -- A name whose fence counter is on the old node while its lock key is
+    -- nowhere: the multi-key acquire script gets TRYAGAIN (from the old
+    -- node, or from the new one after ASK) for as long as the slot moves.
+    local name = fresh()
+    local pre = assert(c:acquire(name, { ttl = 5 }))
+    assert.is_true(pre:release())   -- (its fence counter stays)
+    local slot = core.slot(pre._keys.lock)
+    local from = cl:node_for_slot(slot)
+    local to
+    for _, m in ipairs(cl:masters()) do
+      if m ~= from then to = m break end
+    end
+    local migration = cl:migrate_slot(slot, from, to, { stop_after = "migrating" })
+    local ok, err = pcall(function()
+      for _, wait in ipairs { 0, 0.2, 1 } do
+        local t0 = helpers.monotime()
+        local l, aerr = c:acquire(name, { ttl = 5, wait = wait })
+        local took = helpers.monotime() - t0
+        assert.is_nil(l)
+        assert.matches("^redis error: TRYAGAIN", aerr)
+        assert(took < wait + 0.5, ("wait = %s took %.2f s"):format(wait, took))
+        -- (it kept trying until its wait was over)
+        assert(took >= wait - 0.05, ("wait = %s gave up after %.2f s"):format(wait, took))
+      end
+    end)
+    migration:finish()
+    assert(ok, err)
+    local l = assert(c:acquire(name, { ttl = 5, wait = 1 }))
+    assert.is_true(l:release())
+  end)
+
   it("a hold survives CLUSTER FAILOVER of its master, renewed on the new one", function()
     local name = fresh()
     local reason

@@ -274,14 +274,16 @@ local MAX_WAITS = 200                -- pauses when nothing bounds the call (tim
 -- core's rule (core.recovery, csrc/recovery.h), the native router's: MOVED
 -- and READONLY look the topology up again and retry, ASK sends ASKING to
 -- the named node first, TRYAGAIN and LOADING are waited out until the
--- timeout, and then are the answer; a connection that could not
+-- caller's deadline (until_t, core.monotime's clock) or the timeout,
+-- whichever is first, and then are the answer; a connection that could not
 -- be made (nothing sent) is tried again once after a fresh look; a request
 -- that was sent is never repeated (a lost one has the topology looked up
 -- again before the next).
-function Transport:_call(fn, key)
+function Transport:_call(fn, key, until_t)
   local timeout_ms, mode = self._timeout_ms, self._mode
-  local bounded = timeout_ms ~= FOREVER_MS
+  local bounded = until_t ~= nil or timeout_ms ~= FOREVER_MS
   local stop = monotime() + timeout_ms / 1000
+  if until_t and until_t < stop then stop = until_t end
   local asking, refreshed, tries, waits = nil, false, 0, 0
   while true do
     tries = tries + 1
@@ -347,9 +349,23 @@ function Transport:_call(fn, key)
   end
 end
 
+--- The caller's own deadline (core.monotime's clock; nil: none) for the
+-- next script or command call only: see redislock.channel.
+function Transport:deadline(t)
+  self._deadline = t
+end
+
+-- Takes the deadline deadline() left for this call.
+local function take_deadline(self)
+  local t = self._deadline
+  self._deadline = nil
+  return t
+end
+
 --- One of the embedded scripts: EVALSHA, SCRIPT LOAD + EVAL on NOSCRIPT (per node: the
 -- script cache is not replicated), on the node of its first key.
 function Transport:script(name, ...)
+  local until_t = take_deadline(self)
   self:_check()
   local s = type(name) == "string" and core.scripts[name]
   if not s then error("bad argument #1 to 'script' (no such script)", 2) end
@@ -378,7 +394,7 @@ function Transport:script(name, ...)
       return res
     end
     return res, err
-  end, s.keys > 0 and args[1] or nil)
+  end, s.keys > 0 and args[1] or nil, until_t)
 end
 
 -- A BLPOP that ends at the call's timeout without a socket timeout: nginx
@@ -407,6 +423,7 @@ end
 --- Any command, as the native client's command: on the node of its first
 -- argument taken as a key.
 function Transport:command(name, ...)
+  local until_t = take_deadline(self)
   self:_check()
   if type(name) ~= "string" then error("bad argument #1 to 'command' (string expected)", 2) end
   local n = select("#", ...)
@@ -416,7 +433,7 @@ function Transport:command(name, ...)
     local timeout_ms = self._timeout_ms
     return self:_call(function(red) return blpop_until(red, timeout_ms, args, n) end, args[1])
   end
-  return self:_call(function(red) return red[method](red, unpack(args, 1, n)) end, args[1])
+  return self:_call(function(red) return red[method](red, unpack(args, 1, n)) end, args[1], until_t)
 end
 
 --- The per-command timeout from now on, seconds (0: none).
