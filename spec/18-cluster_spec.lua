@@ -186,6 +186,40 @@ describe("cluster", function()
     assert.is_true(c:stats().topology_changes >= 1)
   end)
 
+  it("a prefix with braces: refused where it would split a name over slots, else kept as given", function()
+    -- "a{}:" makes every key's tag empty: Redis would hash whole keys and
+    -- refuse every script with CROSSSLOT
+    for _, prefix in ipairs { "a{}:", "{}", "x}{}y", "{}{app}" } do
+      local ok, err = pcall(redislock.connect, { cluster = { cl.seeds[1] }, prefix = prefix })
+      assert.is_false(ok, prefix)
+      assert.matches("bad argument 'prefix' to 'connect'.*CROSSSLOT", err)
+    end
+    local ok, err = pcall(redislock.connect, { url = "redis+cluster://" .. cl.seeds[1], prefix = "a{}:" })
+    assert.is_false(ok)
+    assert.matches("bad argument 'prefix'", err)
+    -- the others work, their keys exactly the prefix, then "{name}"
+    for _, prefix in ipairs { "a{", "}{", "a}b:", "{app}:", "a{b}c{" } do
+      local p = assert(redislock.connect { cluster = { cl.seeds[1] }, prefix = prefix })
+      local slots = {}
+      for _ = 1, 20 do
+        local name = fresh()
+        local l = assert(p:acquire(name, { ttl = 5 }))
+        local key = prefix .. "{" .. name .. "}"
+        assert.equal(key, l._keys.lock)
+        assert.equal(l.token, (cl:node_for_key(key):cli_raw("GET", key)), prefix)
+        for _, k in pairs(l._keys) do assert.equal(core.slot(key), core.slot(k), prefix) end
+        assert.is_true(l:extend(5))
+        assert.is_true(l:release())
+        slots[core.slot(key)] = true
+      end
+      local n = 0
+      for _ in pairs(slots) do n = n + 1 end
+      -- a whole tag in the prefix puts every name in its slot (Redis' rule)
+      if prefix:find("{%w+}") then assert.equal(1, n, prefix) else assert.is_true(n > 1, prefix) end
+      p:close()
+    end
+  end)
+
   it("an unreachable cluster and a bad seed list are clear errors", function()
     local none, err = redislock.connect { cluster = { "127.0.0.1:" .. helpers.free_port() }, connect_timeout = 0.5 }
     assert.is_nil(none)
