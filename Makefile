@@ -134,11 +134,11 @@ build/scripts_gen.h: tools/gen_scripts.lua $(SCRIPTS)
 	@mkdir -p build
 	$(LUA) tools/gen_scripts.lua $@ $(SCRIPTS)
 
-# The C unit tests (test/c/): parsers, command builders, the connection's
-# waits, checked on bytes written out in the test, without a server or Lua.
+# The C unit tests (test/c/): parsers, command builders, the recovery
+# rules, the connection's waits, checked on bytes written out in the test, without a server or Lua.
 # Each links the core's layers without Lua (an archive: the linker takes
 # what the test uses), plain, and with ASan + UBSan for make sanitize.
-CTESTS       = native_cmd_test wd_heap_test reply_fast_test conn_wait_test
+CTESTS       = native_cmd_test wd_heap_test reply_fast_test conn_wait_test recovery_test
 CTEST_CFLAGS = -std=c99 -D_POSIX_C_SOURCE=200809L $(WARN) $(HIREDIS_CFLAGS) $(CORE_INCLUDES)
 CTEST_LIBS   = $(HIREDIS_LIBS) -lpthread
 

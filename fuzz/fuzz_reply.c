@@ -52,6 +52,8 @@
 #include "conn.h"
 #include "luaval.h"
 #include "monotime.h"
+#include "recovery.h"
+#include "topo.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -173,6 +175,21 @@ static void fz_check_value(lua_State *L, int idx, const redisReply *r, int depth
     }
 }
 
+/* The recovery classifier over any reply: a target it names lies inside
+ * the error text. */
+static void fz_recovery(const redisReply *r) {
+    recovery rc;
+    int mode;
+    for (mode = TOPO_SINGLE; mode <= TOPO_REDLOCK; mode++) {
+        recovery_of_reply(r, mode, &rc);
+        if (rc.cls < RECOVERY_NONE || rc.cls >= RECOVERY_CLASSES)
+            fz_fail("recovery", "class out of range");
+        if (rc.target != NULL && (r->type != REDIS_REPLY_ERROR || rc.target < r->str ||
+                                  rc.target + rc.target_len > r->str + r->len || rc.target_len == 0))
+            fz_fail("recovery", "target outside the error text");
+    }
+}
+
 /* Converts r as a command's reply (luaval_push_reply) and checks the Lua
  * value against the tree. Does not free r. */
 static void fz_convert(lua_State *L, const redisReply *r) {
@@ -181,7 +198,7 @@ static void fz_convert(lua_State *L, const redisReply *r) {
     if (lua_gettop(L) != top + 1) fz_fail("reply", "luaval_push_reply left the stack unbalanced");
     fz_check_value(L, -1, r, 0);
     lua_settop(L, top);
-    (void)script_is_noscript(r);
+    fz_recovery(r);
 }
 
 static int fz_result_owned(lua_State *L) {

@@ -213,6 +213,21 @@ function _M.connect(opts)
   local cfg = endpoint(opts)
   local prefix = opts.prefix == nil and "" or opts.prefix
   check_type("connect", "prefix", prefix, "string")
+  -- Cluster hashes the text between a key's first "{" and the first "}"
+  -- after it, unless that text is empty. Every key of a name carries the
+  -- name as that tag (redislock.keys), so they share a slot; but a prefix
+  -- whose first "{" is followed at once by "}" makes the tag empty: Redis
+  -- hashes each whole key, the keys of a name land in different slots, and
+  -- every script fails with CROSSSLOT. Refused here, where the cause is
+  -- clear; every other prefix is stored as given, braces included (one with
+  -- a whole tag, "{app}:", puts every name in that tag's slot: Redis' rule,
+  -- which the user wrote). Escaping it instead would change the keys a
+  -- deployment already uses, and ACL patterns written for the prefix.
+  local brace = cfg.mode == "cluster" and prefix:find("{", 1, true)
+  if brace and prefix:sub(brace + 1, brace + 1) == "}" then
+    argerror("connect", "prefix", "under Cluster a prefix whose first '{' is followed by '}' " ..
+      "splits a name's keys over slots (CROSSSLOT)")
+  end
   check_type("connect", "strict", opts.strict, "boolean", true)
   local fence_ttl = opts.fence_ttl == nil and DEFAULT_FENCE_TTL or opts.fence_ttl
   check_number("connect", "fence_ttl", fence_ttl, 1, 2 ^ 31)

@@ -73,6 +73,61 @@ describe("redislock.core", function()
     assert.has_error(function() core.number_arg("x") end)
   end)
 
+  it("offers the recovery rules the router and the watchdog follow (csrc/recovery.c)", function()
+    local function todo_of(t)
+      local words = {}
+      for k, v in pairs(t) do
+        assert.is_true(v)
+        words[#words + 1] = k
+      end
+      table.sort(words)
+      return table.concat(words, " ")
+    end
+    local cls, todo, target = core.recovery("cluster", "MOVED 3999 127.0.0.1:7001")
+    assert.equal("moved", cls)
+    assert.equal("resolve retry", todo_of(todo))
+    assert.equal("127.0.0.1:7001", target)
+    cls, todo, target = core.recovery("cluster", "ASK 3999 [::1]:7002")
+    assert.equal("ask", cls)
+    assert.equal("asking retry", todo_of(todo))
+    assert.equal("[::1]:7002", target)
+    assert.equal("moved", core.recovery("single", "MOVED 3999 127.0.0.1:7001"))
+    assert.equal("", todo_of(select(2, core.recovery("single", "MOVED 3999 127.0.0.1:7001"))))
+    local cases = {
+      { "cluster", "TRYAGAIN Multiple keys request during rehashing of slot", "tryagain", "pause retry" },
+      { "cluster", "CLUSTERDOWN The cluster is down", "clusterdown", "" },
+      { "sentinel", "READONLY You can't write against a read only replica.", "readonly", "drop resolve retry" },
+      { "sentinel", "MASTERDOWN Link with MASTER is down", "masterdown", "drop resolve retry" },
+      { "single", "LOADING Redis is loading the dataset in memory", "loading", "pause retry" },
+      { "cluster", "LOADING Redis is loading the dataset in memory", "loading", "pause resolve retry" },
+      { "redlock", "LOADING Redis is loading the dataset in memory", "loading", "" },
+      { "redlock", "NOSCRIPT No matching script. Please use EVAL.", "noscript", "eval retry" },
+      { "cluster", "ERR unknown command", "none", "" },
+      { "cluster", "TRYAGAINX", "none", "" },
+      { "cluster", "", "none", "" },
+    }
+    for _, c in ipairs(cases) do
+      local got, t, tgt = core.recovery(c[1], c[2])
+      assert.equal(c[3], got, c[2])
+      assert.equal(c[4], todo_of(t), c[2])
+      assert.is_nil(tgt)
+    end
+    assert.equal("unsent", core.recovery_failure("sentinel", "refused", false))
+    assert.equal("resolve retry", todo_of(select(2, core.recovery_failure("cluster", "refused", true))))
+    assert.equal("timeout", core.recovery_failure("cluster", "timeout", true))
+    assert.equal("resolve", todo_of(select(2, core.recovery_failure("cluster", "timeout", true))))
+    assert.equal("reset", core.recovery_failure("single", "reset", true))
+    assert.equal("", todo_of(select(2, core.recovery_failure("single", "reset", true))))
+    assert.equal("retry", todo_of(select(2, core.recovery_failure("redlock", "reset", true))))
+    assert.equal(0.005, core.recovery_pause(1))
+    assert.equal(0.1, core.recovery_pause(50))
+    assert.has_error(function() core.recovery("nope", "MOVED 1 h:1") end)
+    assert.has_error(function() core.recovery("cluster") end)
+    assert.has_error(function() core.recovery_failure("cluster", "lost", true) end)
+    assert.has_error(function() core.recovery_failure("cluster", "reset") end)
+    assert.has_error(function() core.recovery_pause(0) end)
+  end)
+
   it("has a monotonic clock in seconds", function()
     local t0 = core.monotime()
     core.sleep(0.05)

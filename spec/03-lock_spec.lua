@@ -333,6 +333,20 @@ describe("locks", function()
     p:close()
   end)
 
+  it("a prefix with braces is stored as given on one Redis", function()
+    -- (under Cluster one kind is refused: 18-cluster_spec.lua)
+    for _, prefix in ipairs { "a{}:", "{app}:", "a{", "}{", "{}" } do
+      local p = assert(redislock.connect { url = srv.url, prefix = prefix })
+      local name = fresh()
+      local l = assert(p:acquire(name, { ttl = 5 }))
+      assert.equal(l.token, admin:command("GET", prefix .. "{" .. name .. "}"), prefix)
+      assert.is_true(l:extend(5))
+      assert.is_true(l:release())
+      assert.equal(0, admin:command("EXISTS", prefix .. "{" .. name .. "}"))
+      p:close()
+    end
+  end)
+
   it("never shows the token in tostring", function()
     local l = assert(a:acquire(fresh(), { ttl = 5 }))
     assert.is_nil(tostring(l):find(l.token, 1, true))

@@ -130,6 +130,38 @@ describe("cluster", function()
     assert.is_true(c:stats().topology_changes >= 1)
   end)
 
+  it("an acquire on a half-migrated slot returns within its wait, with Redis' TRYAGAIN", function()
+    -- A name whose fence counter is on the old node while its lock key is
+    -- nowhere: the multi-key acquire script gets TRYAGAIN (from the old
+    -- node, or from the new one after ASK) for as long as the slot moves.
+    local name = fresh()
+    local pre = assert(c:acquire(name, { ttl = 5 }))
+    assert.is_true(pre:release())   -- (its fence counter stays)
+    local slot = core.slot(pre._keys.lock)
+    local from = cl:node_for_slot(slot)
+    local to
+    for _, m in ipairs(cl:masters()) do
+      if m ~= from then to = m break end
+    end
+    local migration = cl:migrate_slot(slot, from, to, { stop_after = "migrating" })
+    local ok, err = pcall(function()
+      for _, wait in ipairs { 0, 0.2, 1 } do
+        local t0 = helpers.monotime()
+        local l, aerr = c:acquire(name, { ttl = 5, wait = wait })
+        local took = helpers.monotime() - t0
+        assert.is_nil(l)
+        assert.matches("^redis error: TRYAGAIN", aerr)
+        assert(took < wait + 0.5, ("wait = %s took %.2f s"):format(wait, took))
+        -- (it kept trying until its wait was over)
+        assert(took >= wait - 0.05, ("wait = %s gave up after %.2f s"):format(wait, took))
+      end
+    end)
+    migration:finish()
+    assert(ok, err)
+    local l = assert(c:acquire(name, { ttl = 5, wait = 1 }))
+    assert.is_true(l:release())
+  end)
+
   it("a hold survives CLUSTER FAILOVER of its master, renewed on the new one", function()
     local name = fresh()
     local reason
@@ -152,6 +184,40 @@ describe("cluster", function()
     local again = assert(c:acquire(name, { ttl = 1 }))
     assert.is_true(again:release())
     assert.is_true(c:stats().topology_changes >= 1)
+  end)
+
+  it("a prefix with braces: refused where it would split a name over slots, else kept as given", function()
+    -- "a{}:" makes every key's tag empty: Redis would hash whole keys and
+    -- refuse every script with CROSSSLOT
+    for _, prefix in ipairs { "a{}:", "{}", "x}{}y", "{}{app}" } do
+      local ok, err = pcall(redislock.connect, { cluster = { cl.seeds[1] }, prefix = prefix })
+      assert.is_false(ok, prefix)
+      assert.matches("bad argument 'prefix' to 'connect'.*CROSSSLOT", err)
+    end
+    local ok, err = pcall(redislock.connect, { url = "redis+cluster://" .. cl.seeds[1], prefix = "a{}:" })
+    assert.is_false(ok)
+    assert.matches("bad argument 'prefix'", err)
+    -- the others work, their keys exactly the prefix, then "{name}"
+    for _, prefix in ipairs { "a{", "}{", "a}b:", "{app}:", "a{b}c{" } do
+      local p = assert(redislock.connect { cluster = { cl.seeds[1] }, prefix = prefix })
+      local slots = {}
+      for _ = 1, 20 do
+        local name = fresh()
+        local l = assert(p:acquire(name, { ttl = 5 }))
+        local key = prefix .. "{" .. name .. "}"
+        assert.equal(key, l._keys.lock)
+        assert.equal(l.token, (cl:node_for_key(key):cli_raw("GET", key)), prefix)
+        for _, k in pairs(l._keys) do assert.equal(core.slot(key), core.slot(k), prefix) end
+        assert.is_true(l:extend(5))
+        assert.is_true(l:release())
+        slots[core.slot(key)] = true
+      end
+      local n = 0
+      for _ in pairs(slots) do n = n + 1 end
+      -- a whole tag in the prefix puts every name in its slot (Redis' rule)
+      if prefix:find("{%w+}") then assert.equal(1, n, prefix) else assert.is_true(n > 1, prefix) end
+      p:close()
+    end
   end)
 
   it("an unreachable cluster and a bad seed list are clear errors", function()

@@ -25,6 +25,7 @@
 #include "lauxlib.h"
 #include "compat.h"
 #include "conn.h"
+#include "deadline.h"
 #include "luaval.h"
 #include "router.h"
 #include "script.h"
@@ -289,6 +290,25 @@ static int meth_set_timeout(lua_State *L) {
     return 0;
 }
 
+/* client:deadline(t): the caller's own deadline for the next script or
+ * command call only (t on core.monotime's clock; nil or math.huge: none,
+ * as for wait = math.huge): a refusal
+ * that did not run (TRYAGAIN, LOADING) is waited out until t at most, and
+ * then is that call's answer; each request still gets the whole timeout
+ * for its reply (router.h). An acquire passes the end of its `wait`. */
+static int meth_deadline(lua_State *L) {
+    client_ud *u = client_check(L);
+    lua_Number t;
+    if (lua_isnoneornil(L, 2)) {
+        u->r->call_deadline = DEADLINE_NONE;
+        return 0;
+    }
+    t = luaL_checknumber(L, 2);
+    if (!(t >= 0)) return luaL_argerror(L, 2, "deadline out of range");
+    u->r->call_deadline = t < 1e12 ? (int64_t)(t * 1e6) : DEADLINE_NONE;
+    return 0;
+}
+
 /* client:set_spin(seconds): from now on each command polls for its reply
  * this long before sleeping in the kernel (0, the default, never polls). For
  * a connection that waits for wakeups: see conn_spin. At most 1 s. */
@@ -376,6 +396,7 @@ static const luaL_Reg client_methods[] = {
     {"stats", meth_stats},
     {"set_timeout", meth_set_timeout},
     {"set_spin", meth_set_spin},
+    {"deadline", meth_deadline},
     {"close", meth_close},
     {"closed", meth_closed},
     {NULL, NULL}

@@ -15,10 +15,12 @@
 #include "lauxlib.h"
 #include "compat.h"
 #include "client.h"
+#include "conn.h"
 #include "hist.h"
 #include "lease.h"
 #include "monotime.h"
 #include "process.h"
+#include "recovery.h"
 #include "script.h"
 #include "slot.h"
 #include "token.h"
@@ -88,6 +90,69 @@ static int global_crc16(lua_State *L) {
     return 1;
 }
 
+/* core.recovery(mode, err) -> class, todo [, target]
+ * core.recovery_failure(mode, kind, sent) -> class, todo
+ * core.recovery_pause(waits) -> seconds
+ * What to do after Redis refused a request (err: its error text as Redis
+ * sends it, after the '-') or a connection failed (kind: "refused",
+ * "timeout" or "reset"; sent: the request had gone out), in mode
+ * ("single", "sentinel", "cluster" or "redlock"): recovery.h's rules, the
+ * ones the router and the watchdog follow, for transports that talk to
+ * Redis themselves (cosocket.lua). class: "moved", "ask", ... or "none";
+ * todo: a table with true at each of retry, resolve, drop, asking, pause
+ * and eval that applies (recovery.h says what each asks for); target:
+ * "host:port" of a MOVED or an ASK. recovery_pause: the pause before the
+ * waits-th retry of a refusal that asks for one. */
+static const char *const core_modes[] = {"single", "sentinel", "cluster", "redlock", NULL};
+
+static int core_push_recovery(lua_State *L, const recovery *rc) {
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } bits[] = {
+        {RECOVERY_RETRY, "retry"}, {RECOVERY_RESOLVE, "resolve"}, {RECOVERY_DROP, "drop"},
+        {RECOVERY_ASKING, "asking"}, {RECOVERY_PAUSE, "pause"}, {RECOVERY_EVAL, "eval"},
+    };
+    size_t i;
+    lua_pushstring(L, recovery_name(rc->cls));
+    lua_createtable(L, 0, 4);
+    for (i = 0; i < sizeof bits / sizeof bits[0]; i++)
+        if (rc->todo & bits[i].bit) {
+            lua_pushboolean(L, 1);
+            lua_setfield(L, -2, bits[i].name);
+        }
+    if (rc->target == NULL) return 2;
+    lua_pushlstring(L, rc->target, rc->target_len);
+    return 3;
+}
+
+static int global_recovery(lua_State *L) {
+    int mode = luaL_checkoption(L, 1, NULL, core_modes);
+    size_t len;
+    const char *err = luaL_checklstring(L, 2, &len);
+    recovery rc;
+    recovery_of_error(err, len, mode, &rc);
+    return core_push_recovery(L, &rc);
+}
+
+static int global_recovery_failure(lua_State *L) {
+    static const char *const kinds[] = {"refused", "timeout", "reset", NULL};
+    static const int errs[] = {CONN_ECONNECT, CONN_ETIMEOUT, CONN_ELOST};
+    int mode = luaL_checkoption(L, 1, NULL, core_modes);
+    int kind = luaL_checkoption(L, 2, NULL, kinds);
+    recovery rc;
+    luaL_checktype(L, 3, LUA_TBOOLEAN);
+    recovery_of_failure(errs[kind], lua_toboolean(L, 3), mode, &rc);
+    return core_push_recovery(L, &rc);
+}
+
+static int global_recovery_pause(lua_State *L) {
+    lua_Integer waits = luaL_checkinteger(L, 1);
+    if (waits < 1 || waits > 1000000) return luaL_argerror(L, 1, "waits out of range");
+    lua_pushnumber(L, (lua_Number)recovery_pause_ms((int)waits) / 1000);
+    return 1;
+}
+
 /* core._test_next_id(n): the next lock id drawn is n (a test hook: specs
  * reach ids near 2^53, where a double stops telling neighbours apart, at
  * once instead of after billions of locks). */
@@ -127,6 +192,9 @@ static const luaL_Reg core_functions[] = {
     {"sleep", global_sleep},
     {"slot", global_slot},
     {"crc16", global_crc16},
+    {"recovery", global_recovery},
+    {"recovery_failure", global_recovery_failure},
+    {"recovery_pause", global_recovery_pause},
     {"hist_bucket", hist_global_bucket},
     {"recorder", hist_global_recorder},
     {"_test_next_id", global_test_next_id},

@@ -5,7 +5,8 @@
  * a flushed script cache invisible to callers. A NOSCRIPT reply means the
  * script did not run, so sending EVAL after it runs the script exactly once.
  * Every EVAL goes right after a SCRIPT LOAD of the same source, whose answer
- * is dropped (script_load.c).
+ * is dropped. This file holds the scripts and finds them; script_load.c
+ * builds the requests, and recovery.c says what a NOSCRIPT asks for.
  */
 #include "script.h"
 
@@ -68,9 +69,4 @@ const script_def *script_at(size_t i) {
 uint64_t script_bit(const script_def *s) {
     size_t i = (size_t)(s - script_table);
     return i < SCRIPT_COUNT && i < 64 ? (uint64_t)1 << i : 0;
-}
-
-int script_is_noscript(const redisReply *r) {
-    return r != NULL && r->type == REDIS_REPLY_ERROR && r->len >= 8 &&
-           memcmp(r->str, "NOSCRIPT", 8) == 0;
 }

@@ -1,6 +1,7 @@
 /*
  * script.h: the Redis-side scripts, embedded at build time from
  * lua/redislock/scripts/ (one .lua file each), and how to run them. No Lua here.
+ * (What a NOSCRIPT asks for is recovery.h's to say.)
  */
 #ifndef REDISLOCK_SCRIPT_H
 #define REDISLOCK_SCRIPT_H
@@ -46,7 +47,12 @@ uint64_t script_bit(const script_def *s);
 int script_queue_load(conn *c, const script_def *s);
 int script_queue_load_skipped(conn *c, const script_def *s);
 
-/* Is r Redis' NOSCRIPT error? */
-int script_is_noscript(const redisReply *r);
+/* Queues EVALSHA s nkeys args... on c, or, with eval, EVAL <s's source>
+ * nkeys args... (after a NOSCRIPT, or where s has not run yet: the caller
+ * queues the SCRIPT LOAD before it). The one builder of script requests:
+ * the router, the watchdog and the Redlock fan-out send these bytes. nargs
+ * is at most SCRIPT_MAX_ARGS. 0, or -1 (c failed: out of memory). */
+int script_append(conn *c, const script_def *s, int eval, int nargs, const char **args,
+                  const size_t *lens);
 
 #endif

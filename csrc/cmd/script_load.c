@@ -1,5 +1,6 @@
 /*
- * script_load.c: the SCRIPT LOAD queued before every EVAL (script.h).
+ * script_load.c: the requests that run a script: EVALSHA or EVAL, and the
+ * SCRIPT LOAD queued before every EVAL (script.h).
  *
  * EVAL alone would re-cache the script too, but Redis 8 evicts the scripts
  * EVAL created once there are more than 500 of them (least recently used
@@ -13,7 +14,31 @@
  */
 #include "script.h"
 
+#include <stdio.h>
+
 #include "monotime.h"
+
+int script_append(conn *c, const script_def *s, int eval, int nargs, const char **args,
+                  const size_t *lens) {
+    const char *argv[SCRIPT_MAX_ARGS + 3];
+    size_t alens[SCRIPT_MAX_ARGS + 3];
+    char nkeys[16];
+    int i;
+    if (nargs < 0 || nargs > SCRIPT_MAX_ARGS) return -1;
+    if (!eval)   /* the hot path: "EVALSHA sha nkeys" in RESP, made at build time */
+        return conn_append_pre(c, (size_t)nargs + 3, s->evalsha, s->evalsha_len, nargs, args, lens);
+    argv[0] = "EVAL";
+    alens[0] = 4;
+    argv[1] = s->source;
+    alens[1] = s->len;
+    alens[2] = (size_t)snprintf(nkeys, sizeof nkeys, "%d", s->nkeys);
+    argv[2] = nkeys;
+    for (i = 0; i < nargs; i++) {
+        argv[3 + i] = args[i];
+        alens[3 + i] = lens[i];
+    }
+    return conn_append(c, nargs + 3, argv, alens);
+}
 
 int script_queue_load(conn *c, const script_def *s) {
     const char *argv[3];

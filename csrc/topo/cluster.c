@@ -1,5 +1,5 @@
 /*
- * cluster.c: CLUSTER SLOTS into a slot map, and redirects (see cluster.h).
+ * cluster.c: CLUSTER SLOTS into a slot map (see cluster.h).
  */
 #define _GNU_SOURCE
 #include "cluster.h"
@@ -13,29 +13,6 @@
 #include "slot.h"
 
 #define CLUSTER_TRY_MS 1000
-
-static int cluster_reply_is(const redisReply *r, const char *word) {
-    size_t n = strlen(word);
-    return r && r->type == REDIS_REPLY_ERROR && r->len >= n && memcmp(r->str, word, n) == 0 &&
-           (r->len == n || r->str[n] == ' ');
-}
-
-int cluster_redirect_of(const redisReply *r, topo_node *target) {
-    const char *p, *end;
-    int ask;
-    if (r == NULL || r->type != REDIS_REPLY_ERROR) return CLUSTER_NONE;
-    if (cluster_reply_is(r, "TRYAGAIN")) return CLUSTER_TRYAGAIN;
-    if (cluster_reply_is(r, "CLUSTERDOWN")) return CLUSTER_DOWN;
-    if (cluster_reply_is(r, "READONLY")) return CLUSTER_READONLY;
-    ask = cluster_reply_is(r, "ASK");
-    if (!ask && !cluster_reply_is(r, "MOVED")) return CLUSTER_NONE;
-    /* "MOVED 3999 127.0.0.1:6381": the address is the last word */
-    end = r->str + r->len;
-    p = end;
-    while (p > r->str && p[-1] != ' ') p--;
-    if (p == r->str || topo_node_parse(p, (size_t)(end - p), target) != 0) return CLUSTER_NONE;
-    return ask ? CLUSTER_ASK : CLUSTER_MOVED;
-}
 
 /* The index of the node host:port in s, added if new; -1 when full. */
 static int cluster_node_index(topo_snap *s, const char *host, size_t hlen, int port) {

@@ -2,11 +2,8 @@
  * cluster.h: Redis Cluster's slot map and redirects. No Lua here.
  *
  * The map comes from CLUSTER SLOTS, asked of the nodes we know and then of
- * the seeds, loaded at connect and again on MOVED. Redirects:
- *   -MOVED slot host:port   the slot lives elsewhere for good: refresh the map
- *   -ASK slot host:port     this one command goes there, after ASKING
- *   -TRYAGAIN               a multi-key command during resharding: retry later
- *   -CLUSTERDOWN            a clear error
+ * the seeds, loaded at connect and again on MOVED. The redirects (MOVED,
+ * ASK, TRYAGAIN, CLUSTERDOWN) and what each asks for are recovery.h's.
  */
 #ifndef REDISLOCK_CLUSTER_H
 #define REDISLOCK_CLUSTER_H
@@ -24,12 +21,5 @@ int cluster_load(topo *t, int may_resolve, int64_t deadline, topo_snap **out,
 /* A CLUSTER SLOTS reply (asked of `asked`, whose host stands in for an
  * empty one) as a snapshot. NULL with err when it is malformed. */
 topo_snap *cluster_parse_slots(const redisReply *r, const topo_node *asked, char *err, size_t errlen);
-
-enum cluster_redirect { CLUSTER_NONE = 0, CLUSTER_MOVED, CLUSTER_ASK, CLUSTER_TRYAGAIN,
-                        CLUSTER_DOWN, CLUSTER_READONLY };
-
-/* What an error reply asks for; for MOVED and ASK, *target gets the node
- * (the caller clears it). */
-int cluster_redirect_of(const redisReply *r, topo_node *target);
 
 #endif

@@ -15,6 +15,7 @@
 #include "deadline.h"
 #include "monotime.h"
 #include "native_cmd.h"
+#include "recovery.h"
 
 enum { FO_IDLE = 0, FO_CONNECTING, FO_SENT };
 
@@ -45,13 +46,10 @@ typedef struct fanout_node {
  * request and of the EVALSHA rule; not done. */
 static int fanout_append(fanout_node *f, const script_def *s, int resend, int nargs,
                          const char **args, const size_t *lens) {
-    const char *argv[SCRIPT_MAX_ARGS + 3];
-    size_t alens[SCRIPT_MAX_ARGS + 3];
-    char nkeys[16];
     conn *c = f->c;
     native_cmd nc;
     uint64_t bit = script_bit(s);
-    int i, eval;
+    int eval;
     f->native = 0;
     if (!resend && !f->scripted && native_build(c->native, s, nargs, args, lens, &nc)) {
         f->native = nc.op;
@@ -61,17 +59,7 @@ static int fanout_append(fanout_node *f, const script_def *s, int resend, int na
     f->eval = eval;
     /* (only dropped answers are ahead of ours on c: the late ones) */
     if (eval && script_queue_load_skipped(c, s) < 0) return -1;
-    argv[0] = eval ? "EVAL" : "EVALSHA";
-    alens[0] = eval ? 4 : 7;
-    argv[1] = eval ? s->source : s->sha;
-    alens[1] = eval ? s->len : 40;
-    alens[2] = (size_t)snprintf(nkeys, sizeof nkeys, "%d", s->nkeys);
-    argv[2] = nkeys;
-    for (i = 0; i < nargs; i++) {
-        argv[3 + i] = args[i];
-        alens[3 + i] = lens[i];
-    }
-    return conn_append(c, nargs + 3, argv, alens);
+    return script_append(c, s, eval, nargs, args, lens);
 }
 
 static void fanout_fail(fanout_result *res, const conn *c) {
@@ -106,6 +94,7 @@ static int fanout_step(fanout_node *f, fanout_result *res, short revents, const 
     }
     for (;;) {
         redisReply *r = NULL;
+        recovery rec;
         int k = conn_reply(c, &r);
         if (k < 0) {
             fanout_fail(res, c);
@@ -131,7 +120,10 @@ static int fanout_step(fanout_node *f, fanout_result *res, short revents, const 
             }
             continue;
         }
-        if (!f->eval && script_is_noscript(r)) {
+        recovery_of_reply(r, TOPO_REDLOCK, &rec);
+        if (!f->eval && (rec.todo & RECOVERY_EVAL)) {
+            /* (the one recovery a master's refusal gets here: the quorum
+             * decides about the others, recovery.h) */
             freeReplyObject(r);
             c->scripts_ran &= ~script_bit(s);   /* (the cache was flushed) */
             conn_note_noscript(c);
@@ -219,10 +211,12 @@ int fanout_script(router *r, const script_def *s, int nargs, const char **args, 
             if (pfd[i].revents == 0) continue;
             if (fanout_step(&nodes[k], &out[k], pfd[i].revents, s, nargs, args, lens)) {
                 /* A connection found dead (the master restarted since we
-                 * last used it) before any answer: once, on a new one. The
-                 * scripts sent this way are idempotent for their token. */
-                if (!out[k].reply && (out[k].err == CONN_ELOST || out[k].err == CONN_ECONNECT) &&
-                    !nodes[k].retried &&
+                 * last used it, recovery.h's UNSENT or RESET) before any
+                 * answer: once, on a new one. The scripts sent this way
+                 * are idempotent for their token. */
+                recovery rec;
+                recovery_of_failure(out[k].err, nodes[k].state == FO_SENT, TOPO_REDLOCK, &rec);
+                if (!out[k].reply && (rec.todo & RECOVERY_RETRY) && !nodes[k].retried &&
                     nodes[k].c->skip == 0 && !deadline_passed(deadline)) {
                     nodes[k].retried = 1;
                     memset(&out[k], 0, sizeof out[k]);

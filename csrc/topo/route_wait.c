@@ -21,10 +21,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cluster.h"
 #include "counters.h"
 #include "deadline.h"
 #include "proc_id.h"
+#include "recovery.h"
 
 static void route_wait_fail(router *r, const conn *c) {
     r->err = c->err;
@@ -32,28 +32,32 @@ static void route_wait_fail(router *r, const conn *c) {
     if (r->t->mode != TOPO_SINGLE) r->stale = 1;
 }
 
-/* A refusal (either reply) that says the node no longer serves the slot,
- * or is no longer a master: the next request refreshes the map (and, for
- * READONLY, on a new connection), as route_exec would. */
-static void route_wait_redirected(router *r, conn *c, const redisReply *x) {
-    topo_node target;
-    int redirect;
+/* What a refusal (either reply) asks for, as route_exec would do it: a
+ * new connection (READONLY: the node is a replica now), the map looked up
+ * again. This fast path follows no redirect and waits out no refusal
+ * itself: any that asks for more (ASK, TRYAGAIN, LOADING, CLUSTERDOWN)
+ * marks the map stale too, so that the next request goes through
+ * route_exec, which knows the way. NOSCRIPT aside: route_wait_note. */
+static void route_wait_recover(router *r, conn *c, const redisReply *x) {
+    recovery rec;
     if (x->type != REDIS_REPLY_ERROR || r->t->mode == TOPO_SINGLE) return;
-    memset(&target, 0, sizeof target);
-    redirect = cluster_redirect_of(x, &target);
-    topo_node_clear(&target);
-    if (redirect == CLUSTER_NONE) return;
+    recovery_of_reply(x, r->t->mode, &rec);
+    if (rec.cls == RECOVERY_NONE || rec.cls == RECOVERY_NOSCRIPT) return;
     r->stale = 1;
-    if (redirect == CLUSTER_READONLY) conn_drop(c);
+    if (rec.todo & RECOVERY_DROP) conn_drop(c);
 }
 
 /* Notes what the attempt's reply says of the connection: the script has
  * run on it, or its cache was flushed. */
 static void route_wait_note(conn *c, const script_def *s, const redisReply *a) {
     uint64_t bit = script_bit(s);
+    recovery rec;
     if (a->type != REDIS_REPLY_ERROR) {
         c->scripts_ran |= bit;
-    } else if (script_is_noscript(a)) {
+        return;
+    }
+    recovery_of_reply(a, TOPO_SINGLE, &rec);   /* (NOSCRIPT is the same in every mode) */
+    if (rec.cls == RECOVERY_NOSCRIPT) {
         c->scripts_ran &= ~bit;
         conn_note_noscript(c);
     }
@@ -113,8 +117,8 @@ int route_wait_try(router *r, const char *key, size_t klen, const char *secs, si
         goto failed;
     }
     route_wait_note(c, s, *attempt);
-    route_wait_redirected(r, c, *woken);
-    if (c->fd >= 0) route_wait_redirected(r, c, *attempt);
+    route_wait_recover(r, c, *woken);
+    if (c->fd >= 0) route_wait_recover(r, c, *attempt);
     return 1;
 
 failed:

@@ -10,11 +10,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "cluster.h"
 #include "deadline.h"
 #include "monotime.h"
 #include "native_cmd.h"
 #include "native_detect.h"
+#include "recovery.h"
 
 #define ROUTE_MAX_TRIES 8        /* redirects and refreshes per command */
 
@@ -25,6 +25,7 @@ router *router_new(topo *t, int may_resolve) {
     r->t = t;
     r->may_resolve = may_resolve;
     r->timeout_ms = t->cfg.timeout_ms;
+    r->call_deadline = DEADLINE_NONE;
     r->last_node = -1;
     return r;
 }
@@ -65,11 +66,12 @@ static void router_fail_conn(router *r, const conn *c) {
     router_fail(r, c->err, c->errstr);
 }
 
-/* A connection to a node failed, or a node refused to be written to: look
- * again before the next request. Sentinel: nobody writes to that master
- * until the sentinels confirm one again (topo_doubt). */
-static void router_suspect(router *r) {
-    if (r->t->mode == TOPO_SINGLE) return;
+/* What a failure or a refusal says to do (recovery.h) asks to look the
+ * topology up again: so before the next request. Sentinel: and nobody
+ * writes to that master until the sentinels confirm one again
+ * (topo_doubt). */
+static void router_suspect(router *r, const recovery *rec) {
+    if (!(rec->todo & RECOVERY_RESOLVE)) return;
     r->stale = 1;
     if (r->snap) topo_doubt(r->t, r->snap->epoch);
 }
@@ -147,47 +149,37 @@ static int router_find(const router *r, const topo_node *n) {
     return -1;
 }
 
-/* What a request sent after a pause must have left of its deadline for
- * its reply. With less, the call stops after the pause. */
+/* What a request sent after a pause must have left of its command
+ * deadline for its reply. With less, the call stops after the pause. */
 #define ROUTER_LAST_SEND_MS 20
 
-/* Sleeps 5 ms per try, at most 100 ms, never past deadline. Returns 1 when
- * what is left after the sleep is too little for another request's reply
- * (a timeout there would drop a healthy connection and report it lost):
- * the caller stops with what it has. */
-static int router_pause(int tries, int64_t deadline) {
-    int64_t ms = 5 * (int64_t)tries, left = (deadline - monotime_us()) / 1000;
+/* The pause before the waits-th retry of a refusal that asks for one
+ * (recovery_pause_ms), never past `until` (the caller's deadline, or the
+ * command's). Returns 1 when the call must stop there with the refusal as
+ * its answer: `until` is over, or what is left of the command's deadline
+ * is too little for another request's reply (a timeout there would drop a
+ * healthy connection and report it lost). */
+static int router_pause(int waits, int64_t until, int64_t deadline) {
+    int64_t ms = recovery_pause_ms(waits), left;
     struct timespec ts;
-    if (ms > 100) ms = 100;
-    if (deadline != DEADLINE_NONE && left < ms) ms = left > 0 ? left : 0;
+    if (until == DEADLINE_NONE && waits > 200) return 1;   /* no deadline at all: ~20 s */
+    if (deadline_passed(until)) return 1;
+    if (until != DEADLINE_NONE) {
+        left = (until - monotime_us()) / 1000;
+        if (left < ms) ms = left > 0 ? left : 0;
+    }
     ts.tv_sec = (time_t)(ms / 1000);
     ts.tv_nsec = (long)(ms % 1000) * 1000000L;
     nanosleep(&ts, NULL);
-    return deadline != DEADLINE_NONE && deadline - monotime_us() < ROUTER_LAST_SEND_MS * 1000;
+    return deadline_passed(until) ||
+           (deadline != DEADLINE_NONE && deadline - monotime_us() < ROUTER_LAST_SEND_MS * 1000);
 }
 
 /* EVAL[SHA] s nkeys args..., or argv as given when s is NULL. */
 int route_append(conn *c, const script_def *s, int use_eval, int argc,
-                        const char **argv, const size_t *lens) {
-    const char *full[SCRIPT_MAX_ARGS + 3];
-    size_t flens[SCRIPT_MAX_ARGS + 3];
-    char nkeys[16];
-    int i;
+                 const char **argv, const size_t *lens) {
     if (s == NULL) return conn_append(c, argc, argv, lens);
-    if (argc > SCRIPT_MAX_ARGS) return -1;
-    if (!use_eval)   /* the hot path: "EVALSHA sha nkeys" precomputed */
-        return conn_append_pre(c, (size_t)argc + 3, s->evalsha, s->evalsha_len, argc, argv, lens);
-    full[0] = use_eval ? "EVAL" : "EVALSHA";
-    flens[0] = use_eval ? 4 : 7;
-    full[1] = use_eval ? s->source : s->sha;
-    flens[1] = use_eval ? s->len : 40;
-    flens[2] = (size_t)snprintf(nkeys, sizeof nkeys, "%d", s->nkeys);
-    full[2] = nkeys;
-    for (i = 0; i < argc; i++) {
-        full[3 + i] = argv[i];
-        flens[3 + i] = lens[i];
-    }
-    return conn_append(c, argc + 3, full, flens);
+    return script_append(c, s, use_eval, argc, argv, lens);
 }
 
 /* Where the node has a native command that does what script s does
@@ -215,16 +207,20 @@ static int route_native_reply(conn *c, unsigned op, redisReply *reply) {
 static redisReply *route_exec(router *r, const char *key, size_t klen, const script_def *s,
                               int argc, const char **argv, const size_t *lens) {
     int64_t deadline = deadline_in_ms(r->timeout_ms);
+    /* how long a refusal that did not run may be waited out (router.h):
+     * the caller's deadline, taken once, within the command's */
+    int64_t until = deadline_min(deadline, r->call_deadline);
     topo_node ask;           /* where an ASK sent us; valid when have_ask (not
                                 zeroed up front: it is large, and rarely used) */
     int have_ask = 0;
     int asking = 0, use_eval = 0, tries = 0, refreshed = 0, waits = 0, scripted = 0;
     redisReply *reply = NULL;
+    r->call_deadline = DEADLINE_NONE;
     if (topo_epoch(r->t) == 0) refreshed = 1;   /* router_sync loads it now */
     while (reply == NULL) {
-        int node, redirect;
+        int node;
         conn *c;
-        topo_node target;
+        recovery rec;
         native_cmd native;
         if (++tries > ROUTE_MAX_TRIES) {
             router_fail(r, CONN_EREDIS, "redis error: too many redirects (the cluster is resharding?)");
@@ -260,10 +256,12 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             continue;
         }
         if (conn_ensure(c) != 0) {
-            /* not sent: after a refresh the node may be another one */
+            /* not sent: after a refresh the node may be another one (once) */
             router_fail_conn(r, c);
-            router_suspect(r);
-            if (r->t->mode == TOPO_SINGLE || refreshed || deadline_passed(deadline)) break;
+            recovery_of_failure(c->err, 0, r->t->mode, &rec);
+            router_suspect(r, &rec);
+            if (!(rec.todo & RECOVERY_RETRY) || refreshed || deadline_passed(deadline)) break;
+            if (!(rec.todo & RECOVERY_RESOLVE)) refreshed = 1;   /* (nothing to look up: still once) */
             continue;
         }
         native.op = 0;
@@ -282,7 +280,8 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             redisReply *ok = conn_read(c, deadline);
             if (ok == NULL) {
                 router_fail_conn(r, c);
-                router_suspect(r);
+                recovery_of_failure(c->err, 1, r->t->mode, &rec);
+                router_suspect(r, &rec);
                 break;
             }
             freeReplyObject(ok);
@@ -291,7 +290,8 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
         if (reply == NULL) {
             /* sent, maybe run: never again; but look again next time */
             router_fail_conn(r, c);
-            router_suspect(r);
+            recovery_of_failure(c->err, 1, r->t->mode, &rec);
+            router_suspect(r, &rec);
             break;
         }
         r->last_node = node;
@@ -304,64 +304,48 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             tries--;
             continue;
         }
-        memset(&target, 0, sizeof target);
-        redirect = r->t->mode == TOPO_SINGLE ? CLUSTER_NONE : cluster_redirect_of(reply, &target);
-        if (redirect == CLUSTER_NONE) {
-            if (s != NULL && !use_eval && script_is_noscript(reply)) {
-                /* the script cache is per node: EVAL it here (after ASKING
-                 * again, if that is how we got here), loaded first */
-                freeReplyObject(reply);
-                reply = NULL;
-                use_eval = 1;
-                conn_note_noscript(c);
-                tries--;
-            }
+        recovery_of_reply(reply, r->t->mode, &rec);
+        if (!(rec.todo & RECOVERY_RETRY)) continue;   /* the answer, as Redis gave it */
+        if (rec.todo & RECOVERY_EVAL) {
+            if (s == NULL || use_eval) continue;      /* not ours to load: an answer */
+            /* the script cache is per node: EVAL it here (after ASKING
+             * again, if that is how we got here), loaded first */
+            freeReplyObject(reply);
+            reply = NULL;
+            use_eval = 1;
+            conn_note_noscript(c);
+            tries--;
             continue;
         }
-        if (redirect == CLUSTER_DOWN) {
-            topo_node_clear(&target);
-            continue;   /* a clear error, in Redis' own words */
-        }
-        if (redirect == CLUSTER_TRYAGAIN)
-            snprintf(r->errstr, sizeof r->errstr, "redis error: %.*s",
-                     (int)(reply->len > 150 ? 150 : reply->len), reply->str);
-        freeReplyObject(reply);
-        reply = NULL;
-        switch (redirect) {
-        case CLUSTER_MOVED:
-            topo_node_clear(&target);
-            r->stale = 1;
-            refreshed = 0;
-            asking = 0;
-            break;
-        case CLUSTER_ASK:
+        if (rec.todo & RECOVERY_ASKING) {
+            topo_node target;
+            memset(&target, 0, sizeof target);
+            if (topo_node_parse(rec.target, rec.target_len, &target) != 0) continue;   /* an answer */
             if (have_ask) topo_node_clear(&ask);
             ask = target;
             have_ask = asking = 1;
-            break;
-        case CLUSTER_TRYAGAIN:
-            /* a multi-key request in a slot being migrated: it did not
-             * run; wait (more each time) until the move ends or the
-             * deadline passes, without counting it as a redirect */
+        }
+        if (rec.todo & RECOVERY_PAUSE) {
+            /* it did not run, and may once the node is ready (a slot
+             * being migrated, a dataset being loaded): wait, more each
+             * time, until the caller's deadline, without counting it as
+             * a redirect; then Redis' refusal is the answer */
             waits++;
-            if (router_pause(waits, deadline)) deadline = monotime_us();
             tries--;
-            if (deadline == DEADLINE_NONE && waits > 200) deadline = monotime_us();
-            break;
-        case CLUSTER_READONLY:
-            /* a failover made our master a replica: find the new one */
-            conn_drop(c);
-            router_suspect(r);
+            if (router_pause(waits, until, deadline)) break;
+        }
+        freeReplyObject(reply);
+        reply = NULL;
+        if (rec.todo & RECOVERY_DROP) conn_drop(c);   /* its node is a replica now */
+        if ((rec.todo & RECOVERY_RESOLVE) && !((rec.todo & RECOVERY_PAUSE) && waits > 1)) {
+            /* the map changed, or the master did: look again, and go
+             * where it says (a later ASK says where again) */
+            router_suspect(r, &rec);
             refreshed = 0;
-            break;
-        default:
-            break;
+            asking = 0;
         }
         if (deadline_passed(deadline)) {
-            if (redirect == CLUSTER_TRYAGAIN)
-                r->err = CONN_EREDIS;   /* errstr: Redis' TRYAGAIN */
-            else
-                router_fail(r, CONN_ETIMEOUT, "connection lost: timed out (following redirects)");
+            router_fail(r, CONN_ETIMEOUT, "connection lost: timed out (following redirects)");
             break;
         }
     }
@@ -377,6 +361,7 @@ redisReply *route_command(router *r, const char *key, size_t klen,
 redisReply *route_script(router *r, const script_def *s, int nargs,
                          const char **args, const size_t *lens) {
     if (nargs > SCRIPT_MAX_ARGS) {
+        r->call_deadline = DEADLINE_NONE;
         router_fail(r, CONN_ENOMEM, "too many script arguments");
         return NULL;
     }

@@ -7,15 +7,24 @@
  * the router rebuilds its table for the new snapshot, keeping the
  * connections to nodes that are still there and closing the others.
  *
- * route_* run one request on the node of a key with the redirect rules of
- * cluster.h and the re-resolution rules of sentinel.h, within the command's
- * deadline; a request that was sent is never sent again unless Redis
- * refused it (MOVED, ASK, TRYAGAIN, READONLY: it did not run).
+ * route_* run one request on the node of a key with the recovery rules of
+ * recovery.h (redirects, re-resolution, NOSCRIPT, pauses), within the
+ * command's deadline; a request that was sent is never sent again unless
+ * Redis refused it (it did not run).
+ *
+ * Two deadlines bound a call. The command's (timeout_ms from the call's
+ * start) bounds everything, each reply included. The caller's own
+ * (call_deadline, e.g. the end of an acquire's `wait`) bounds only the
+ * waiting for a refusal to pass (TRYAGAIN, LOADING): once it is over, the
+ * refusal is the answer, even with wait = 0 after one try. A redirect
+ * (MOVED, ASK, READONLY) is still followed: that is the one attempt going
+ * to the right node, not a wait.
  */
 #ifndef REDISLOCK_ROUTER_H
 #define REDISLOCK_ROUTER_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <hiredis.h>
 
 #include "conn.h"
@@ -32,6 +41,9 @@ typedef struct router {
     int stale;              /* a connection was lost: refresh before routing */
     long spin_us;
     long timeout_ms;        /* per command (the topology's cfg by default) */
+    int64_t call_deadline;  /* the next call's own deadline (monotonic us, see
+                               above): set by the caller, used and reset to
+                               DEADLINE_NONE by that call */
     int last_node;          /* the node of the last request (for WAIT) */
     conn_counters net;      /* what its connections count (counters.h) */
     int err;                /* enum conn_err of the last failure */
@@ -60,8 +72,8 @@ redisReply *route_command(router *r, const char *key, size_t klen,
 redisReply *route_script(router *r, const script_def *s, int nargs,
                          const char **args, const size_t *lens);
 
-/* Queues EVAL (use_eval) or EVALSHA of script s on c, or argv as given
- * when s is NULL. 0, or -1 (errstr). */
+/* Queues EVAL (use_eval) or EVALSHA of script s on c (script_append), or
+ * argv as given when s is NULL. 0, or -1 (errstr). */
 int route_append(conn *c, const script_def *s, int use_eval, int argc,
                  const char **argv, const size_t *lens);
 

@@ -55,15 +55,15 @@ static int wd_link_queue_failed(wd *w, wd_link *l) {
     return -1;
 }
 
-/* EVALSHA (or EVAL) extend 1 key token ttl, queued on the link's conn,
+/* EVALSHA (or EVAL) extend 1 key token ttl (script_append), queued on the link's conn,
  * after an ASKING when the slot is being migrated to this node; or the
  * native command that does what the script does, where the node has one
  * (native_cmd.h; known once the link's handshake was read). */
 int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t sent_at,
                   const struct script_def *script, uint32_t round) {
     static const script_def *extend, *redlock_renew, *redlock_claim;
-    const char *argv[6];
-    size_t lens[6];
+    const char *argv[3];
+    size_t lens[3];
     uint64_t from;
     wd_req *req;
     const script_def *renew;
@@ -115,28 +115,21 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
         req->to = l->c->queued_total;
     }
     from = l->c->queued_total;
-    argv[0] = eval ? "EVAL" : "EVALSHA";
-    lens[0] = eval ? 4 : 7;
-    argv[1] = eval ? renew->source : renew->sha;
-    lens[1] = eval ? renew->len : 40;
-    argv[2] = "1";
-    lens[2] = 1;
-    argv[3] = e->key;
-    lens[3] = e->klen;
-    argv[4] = e->token;
-    lens[4] = e->toklen;
+    /* the script's key and arguments: key token ttl */
+    argv[0] = e->key;
+    lens[0] = e->klen;
+    argv[1] = e->token;
+    lens[1] = e->toklen;
     if (e->ttl_txt_of != e->ttl_ms) {
         e->ttl_txt_len = resp_i64(e->ttl_txt, (long long)e->ttl_ms);
         e->ttl_txt_of = e->ttl_ms;
     }
-    lens[5] = e->ttl_txt_len;
-    argv[5] = e->ttl_txt;
+    lens[2] = e->ttl_txt_len;
+    argv[2] = e->ttl_txt;
     nc.op = 0;
     if (!(how & (WD_SEND_EVAL | WD_SEND_SCRIPT | WD_SEND_AFTER_LOAD)))
-        native_build(l->c->native, renew, 3, argv + 3, lens + 3, &nc);
-    if (nc.op ? conn_append(l->c, nc.argc, nc.argv, nc.lens)
-              : eval ? conn_append(l->c, 6, argv, lens)
-                     : conn_append_pre(l->c, 6, renew->evalsha, renew->evalsha_len, 3, argv + 3, lens + 3))
+        native_build(l->c->native, renew, 3, argv, lens, &nc);
+    if (nc.op ? conn_append(l->c, nc.argc, nc.argv, nc.lens) : script_append(l->c, renew, eval, 3, argv, lens))
         return wd_link_queue_failed(w, l);
     req = wd_link_at(l, l->n++);
     req->e = e;

@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster.h"
 #include "lease.h"
 #include "native_cmd.h"
+#include "recovery.h"
 #include "script.h"
 
 #define WD_BATCH_MAX 1024       /* renewals queued per pass, to bound the mutex hold */
@@ -167,8 +167,8 @@ static int wd_resend(wd *w, wd_link *l, wd_entry *e, int how, int asking, const 
  * (its node is a replica now), after the caller is done with this reply. */
 int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now) {
     wd_entry *e = req->e;
-    topo_node target;
-    int redirect, outcome;
+    recovery rec;
+    int outcome;
     redisReply mapped;
     if (req->native) {
         /* A native command stood in for the script: its answer read as the
@@ -191,7 +191,9 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
             }
         }
     }
-    if (!e->orphaned && e->state == WD_HELD && !req->eval && script_is_noscript(r)) {
+    /* (only an error asks for anything: the common answer costs one test) */
+    recovery_of_reply(r, w->t->mode, &rec);
+    if ((rec.todo & RECOVERY_EVAL) && !e->orphaned && e->state == WD_HELD && !req->eval) {
         /* The script cache was flushed (or this node never saw it: the
          * cache is per node): the script did not run, so EVAL runs it
          * exactly once, here (after a SCRIPT LOAD: wd_link_queue). Where
@@ -205,25 +207,22 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
         wd_resend(w, l, e, how, req->asking, req, req->script, now);
         return 0;
     }
-    redirect = CLUSTER_NONE;
-    if (r->type == REDIS_REPLY_ERROR && w->t->mode != TOPO_SINGLE && w->t->mode != TOPO_REDLOCK) {
-        /* (only an error can redirect: the common answer skips this) */
+    if ((rec.todo & RECOVERY_ASKING) && !e->orphaned && e->state == WD_HELD) {
+        /* the slot is moving: this one renewal goes to the new node */
+        topo_node target;
+        wd_link *to = NULL;
         memset(&target, 0, sizeof target);
-        redirect = cluster_redirect_of(r, &target);
-        if (redirect == CLUSTER_ASK && !e->orphaned && e->state == WD_HELD) {
-            /* the slot is moving: this one renewal goes to the new node */
-            wd_link *to = wd_link_find(w, &target);
-            topo_node_clear(&target);
-            if (wd_resend(w, to, e, 0, 1, req, NULL, now) != 0) w->want_refresh = 1;
-            return 0;
-        }
+        if (topo_node_parse(rec.target, rec.target_len, &target) == 0) to = wd_link_find(w, &target);
         topo_node_clear(&target);
+        if (wd_resend(w, to, e, 0, 1, req, NULL, now) != 0) w->want_refresh = 1;
+        return 0;
     }
-    if (redirect == CLUSTER_MOVED || redirect == CLUSTER_READONLY) {
-        /* the map changed, or our master is a replica now: reload the
-         * topology and renew on the right node */
-        w->want_refresh = 1;
-    }
+    /* The map changed, our master is a replica now, or restarted: reload
+     * the topology and renew on the right node. A refusal to be waited out
+     * (TRYAGAIN, LOADING) is a renewal that failed: it is tried again
+     * after ttl/10 while the lease lasts (wd_renewal_failed), the
+     * watchdog's own pause. */
+    if (rec.todo & RECOVERY_RESOLVE) w->want_refresh = 1;
     /* extend answers 1 (renewed) or 0; redlock_renew 1, 2 (the key is
      * gone: "not held" here, taken back next time if this round keeps a
      * majority) or 0; redlock_claim 1, 3 (taken back) or 0 */
@@ -238,7 +237,7 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
         outcome = r->integer >= 1 ? 1 : 0;
     }
     wd_outcome(w, e, outcome, req->round, req->sent_at, req->ttl_ms, now);
-    return redirect == CLUSTER_READONLY && outcome < 0;
+    return (rec.todo & RECOVERY_DROP) && outcome < 0;
 }
 
 /* Every held lock due now (a new master, a doubt lifted). */

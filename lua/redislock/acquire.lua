@@ -249,8 +249,11 @@ return function(Client)
   end
 
   -- One attempt, sent at t0. Returns the lock; or nil, err, holder_ms.
-  -- first: the call's first attempt.
-  local function try(self, name, keys, token, ttl, mode, opts, max_hold, t0, first)
+  -- first: the call's first attempt. deadline: the call's (the end of its
+  -- wait): a refusal Redis asks to wait out (TRYAGAIN while the name's
+  -- slot moves, LOADING) is waited out until then at most (channel
+  -- deadline), not for the whole command timeout.
+  local function try(self, name, keys, token, ttl, mode, opts, max_hold, t0, first, deadline)
     local ch = self._conn
     -- (a local: a cosocket call below yields, and other calls run meanwhile)
     local ms = ttl_arg(ttl)
@@ -258,12 +261,14 @@ return function(Client)
     if opts.fence == false and (first or mode == "poll") then
       -- No fence asked for: a plain SET NX PX, no script. A waiter's later
       -- attempts use the script, which also tells releases someone waits.
+      ch:deadline(deadline)
       r, err = ch:command("SET", keys.lock, token, "NX", "PX", ms)
       if r == nil then return nil, err end
       if r == "OK" then return granted(self, name, keys, token, nil, t0, ttl, opts, max_hold) end
       if mode == "poll" then return nil, "busy" end
       -- busy, and we will wait: the script registers us
     end
+    ch:deadline(deadline)
     if opts.reentrant then
       r, err = ch:script("acquire_reentrant", keys.lock, keys.fence, keys.waiters, keys.count, token,
         ms, mode == "notify" and "1" or "0", self._fence_ttl_ms)
@@ -348,7 +353,7 @@ return function(Client)
     if wait == 0 then
       -- one attempt, no loop (the uncontended path)
       local t_call = monotime()
-      local lock, err = try(self, name, keys, token, ttl, "poll", opts, max_hold, t_call, true)
+      local lock, err = try(self, name, keys, token, ttl, "poll", opts, max_hold, t_call, true, t_call)
       metrics.acquire_done(self, name, lock, err, t_call, 0)   -- [metrics]
       return lock, err
     end
@@ -365,7 +370,8 @@ return function(Client)
       if tried then
         tried = nil
       else
-        lock, err, holder_ms = try(self, name, keys, token, ttl, mode, opts, max_hold, t_try, attempt == 0)
+        lock, err, holder_ms = try(self, name, keys, token, ttl, mode, opts, max_hold, t_try, attempt == 0,
+          deadline)
       end
       if lock or wait == 0 then break end
       local now = monotime()

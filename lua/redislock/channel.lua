@@ -15,6 +15,14 @@
 --       node that holds its first key
 --   ch:command(name, args...)          -> reply | nil, err, kind
 --       on the node of its first argument taken as a key
+--   ch:deadline(t)                     the caller's own deadline (core.monotime's
+--       clock; nil: none) for the next script or command call only: a
+--       refusal that did not run and asks to be waited out (TRYAGAIN while
+--       a slot moves, LOADING) is waited out until t at most, and then is
+--       that call's answer (even after one try, when t is over already);
+--       each request still gets the whole timeout for its reply. What a
+--       refusal asks for is the C core's rule (csrc/recovery.h,
+--       core.recovery), in every transport
 --   ch:replicas(n, timeout)            -> acks | nil, err, kind
 --       WAIT n on the connection of the last script (its write)
 --   ch:block(key, seconds, exact, spin) -> value | false | nil, err, kind
@@ -48,7 +56,7 @@
 local _M = {}
 
 _M.METHODS = {
-  "script", "command", "replicas", "block", "wait_try", "sleep", "watch", "losses", "fd", "stats",
+  "script", "command", "deadline", "replicas", "block", "wait_try", "sleep", "watch", "losses", "fd", "stats",
   "events", "server_info", "close", "closed",
 }
 

@@ -30,6 +30,7 @@ init, set, header or body filters, or log handlers.
 local core = require "redislock.core"
 
 local unpack = table.unpack or unpack -- luacheck: ignore 143
+local monotime = core.monotime
 
 local _M = {}
 
@@ -254,24 +255,47 @@ function Transport:_doubt(node)
 end
 
 local MAX_TRIES = 8
+local MAX_WAITS = 200                -- pauses when nothing bounds the call (timeout = 0)
 
 -- Runs fn(red) on a pooled connection to the node of key; the result as
--- the native client's. The same redirect rules as the C router: MOVED and
--- READONLY reload the topology and try again, ASK sends ASKING to the
--- named node first, TRYAGAIN waits a little; a refused connection (not
--- sent) looks again; a request that was sent is never repeated.
-function Transport:_call(fn, key)
-  local timeout_ms = self._timeout_ms
-  local asking
-  for tries = 1, MAX_TRIES do
+-- the native client's. What a refusal or a failure asks for is the C
+-- core's rule (core.recovery, csrc/recovery.h), the native router's: MOVED
+-- and READONLY look the topology up again and retry, ASK sends ASKING to
+-- the named node first, TRYAGAIN and LOADING are waited out until the
+-- caller's deadline (until_t, core.monotime's clock) or the timeout,
+-- whichever is first, and then are the answer; a connection that could not
+-- be made (nothing sent) is tried again once after a fresh look; a request
+-- that was sent is never repeated (a lost one has the topology looked up
+-- again before the next).
+function Transport:_call(fn, key, until_t)
+  local timeout_ms, mode = self._timeout_ms, self._mode
+  local bounded = until_t ~= nil or timeout_ms ~= FOREVER_MS
+  local stop = monotime() + timeout_ms / 1000
+  if until_t and until_t < stop then stop = until_t end
+  local asking, refreshed, tries, waits = nil, false, 0, 0
+  while true do
+    tries = tries + 1
+    if tries > MAX_TRIES then return nil, "redis error: too many redirects (the cluster is resharding?)" end
+    if self._stale then
+      self._stale = false
+      refreshed = true
+      self:_refresh()
+    end
     local node, err = asking, nil
     if not node then node, err = self:_node(key) end
     if not node then return nil, err end
     local red, cerr, not_sent = self:_get(node, timeout_ms)
     if not red then
-      self:_doubt(node)
-      if not not_sent or self._mode == "single" or tries == MAX_TRIES then return nil, cerr end
-      self:_refresh()
+      if not not_sent then
+        self:_doubt(node)
+        return nil, cerr
+      end
+      local _, todo = core.recovery_failure(mode, "refused", false)
+      if todo.resolve then self:_doubt(node) end
+      if not todo.retry or refreshed then return nil, cerr end
+      -- nothing was sent: the node may be another one now (once)
+      if todo.resolve then self._stale = true else refreshed = true end
+      asking = nil
     else
       if asking then
         red:asking()
@@ -283,34 +307,61 @@ function Transport:_call(fn, key)
         error(res, 0)
       end
       if res == nil then
+        -- sent, maybe run: never again; but look again next time
         red:close()
-        self:_doubt(node)
+        local _, todo = core.recovery_failure(mode, rerr == "timeout" and "timeout" or "reset", true)
+        if todo.resolve then
+          self._stale = true
+          self:_doubt(node)
+        end
         return nil, lost(rerr, node_where(node))
       end
-      red:set_keepalive(POOL_IDLE_MS, POOL_SIZE)
-      if res ~= false then return convert(res) end
-      local word, target = tostring(rerr):match("^(%u+) %d+ (%S+)$")
+      if res ~= false then
+        red:set_keepalive(POOL_IDLE_MS, POOL_SIZE)
+        return convert(res)
+      end
       rerr = tostring(rerr)
-      if self._mode == "single" then return nil, "redis error: " .. rerr end
-      if word == "ASK" then
-        asking = parse_hostport(target)
-      elseif word == "MOVED" or rerr:find("^READONLY") then
+      local _, todo, target = core.recovery(mode, rerr)
+      if todo.drop then red:close() else red:set_keepalive(POOL_IDLE_MS, POOL_SIZE) end
+      -- (NOSCRIPT is script's own to recover from, inside fn)
+      if not todo.retry or todo.eval then return nil, "redis error: " .. rerr end
+      if todo.asking then asking = parse_hostport(target) end
+      if todo.pause then
+        -- it did not run, and may once the node is ready: wait, more each
+        -- time, until the deadline, without counting it as a redirect
+        waits = waits + 1
+        tries = tries - 1
+        local left = stop - monotime()
+        if left <= 0 or (not bounded and waits > MAX_WAITS) then return nil, "redis error: " .. rerr end
+        ngx.sleep(math.min(core.recovery_pause(waits), left))
+        if monotime() >= stop then return nil, "redis error: " .. rerr end
+      end
+      if todo.resolve and not (todo.pause and waits > 1) then
         asking = nil
-        if word ~= "MOVED" then self:_doubt(node) end
-        self:_refresh()
-      elseif rerr:find("^TRYAGAIN") then
-        ngx.sleep(0.005 * tries)
-      else
-        return nil, "redis error: " .. rerr
+        self._stale = true
+        self:_doubt(node)
       end
     end
   end
-  return nil, "redis error: too many redirects (the cluster is resharding?)"
+end
+
+--- The caller's own deadline (core.monotime's clock; nil: none) for the
+-- next script or command call only: see redislock.channel.
+function Transport:deadline(t)
+  self._deadline = t
+end
+
+-- Takes the deadline deadline() left for this call.
+local function take_deadline(self)
+  local t = self._deadline
+  self._deadline = nil
+  return t
 end
 
 --- One of the embedded scripts: EVALSHA, SCRIPT LOAD + EVAL on NOSCRIPT (per node: the
 -- script cache is not replicated), on the node of its first key.
 function Transport:script(name, ...)
+  local until_t = take_deadline(self)
   self:_check()
   local s = type(name) == "string" and core.scripts[name]
   if not s then error("bad argument #1 to 'script' (no such script)", 2) end
@@ -319,7 +370,7 @@ function Transport:script(name, ...)
   local args = to_strings(n, ...)
   return self:_call(function(red)
     local res, err = red:evalsha(s.sha, s.keys, unpack(args, 1, n))
-    if res == false and type(err) == "string" and err:find("^NOSCRIPT") then
+    if res == false and type(err) == "string" and core.recovery(self._mode, err) == "noscript" then
       self._noscript = self._noscript + 1
       -- SCRIPT LOAD, its answer unread, then EVAL, in one write: a script
       -- SCRIPT LOAD created is never evicted (Redis 8 evicts EVAL's beyond
@@ -339,7 +390,7 @@ function Transport:script(name, ...)
       return res
     end
     return res, err
-  end, s.keys > 0 and args[1] or nil)
+  end, s.keys > 0 and args[1] or nil, until_t)
 end
 
 -- A BLPOP that ends at the call's timeout without a socket timeout: nginx
@@ -368,6 +419,7 @@ end
 --- Any command, as the native client's command: on the node of its first
 -- argument taken as a key.
 function Transport:command(name, ...)
+  local until_t = take_deadline(self)
   self:_check()
   if type(name) ~= "string" then error("bad argument #1 to 'command' (string expected)", 2) end
   local n = select("#", ...)
@@ -377,7 +429,7 @@ function Transport:command(name, ...)
     local timeout_ms = self._timeout_ms
     return self:_call(function(red) return blpop_until(red, timeout_ms, args, n) end, args[1])
   end
-  return self:_call(function(red) return red[method](red, unpack(args, 1, n)) end, args[1])
+  return self:_call(function(red) return red[method](red, unpack(args, 1, n)) end, args[1], until_t)
 end
 
 --- The per-command timeout from now on, seconds (0: none).
@@ -421,9 +473,10 @@ end
 -- deadline); the read timeout is a margin past it, so a timeout is a fault
 -- (nginx logs it). Refusals (an error for either command: WRONGTYPE,
 -- NOSCRIPT, a redirect) read as in the native transport: a nil wakeup, a
--- false reply. A MOVED or READONLY reloads the map, as the native router
--- marks it stale; an ASK is followed by the next plain attempt (when the
--- script did not run) and otherwise not at all: such a waiter backs off
+-- false reply. A refusal that asks for a fresh look at the topology
+-- (core.recovery: MOVED, READONLY, ...) reloads the map, as the native
+-- router marks it stale; an ASK is followed by the next plain attempt (when
+-- the script did not run) and otherwise not at all: such a waiter backs off
 -- until the migration ends.
 function Transport:wait_try(key, seconds, _, name, ...)
   self:_check()
@@ -450,9 +503,12 @@ function Transport:wait_try(key, seconds, _, name, ...)
   -- (converted: a nil bulk is false, an error the bare message)
   local woken, reply = res[1], res[2]
   for _, e in ipairs({ woken, reply }) do
-    if self._mode ~= "single" and type(e) == "string" and (e:find("^MOVED") or e:find("^READONLY")) then
-      self:_refresh()
-      break
+    if type(e) == "string" then
+      local _, todo = core.recovery(self._mode, e)
+      if todo.resolve then
+        self:_refresh()
+        break
+      end
     end
   end
   if type(woken) == "string" then

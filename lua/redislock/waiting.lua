@@ -63,6 +63,9 @@ function _M.run(client, name, try, signal, wait, opts, heartbeat)
   while true do
     local t0 = monotime()
     local limit = min(deadline - t0, 3600, heartbeat or 3600)
+    -- (the attempt's refusals to wait out, TRYAGAIN, LOADING: until our
+    -- deadline at most; try's first call is the attempt)
+    ch:deadline(deadline)
     local got, err, holder_ms = try(t0, notify and math.ceil(limit * 1000) or 0)
     if got or wait == 0 then
       metrics.acquire_done(client, name, got, err, t_call, attempt)   -- [metrics]

@@ -1,11 +1,13 @@
 -- The cosocket transport inside nginx over Redis Cluster and Sentinel: it
--- asks the C topology where a key lives and talks to the nodes and the
--- sentinels itself, over cosockets, feeding what they say to the same C
--- parser the native watchdog routes by. Real processes on loopback.
+-- asks the C topology where a key lives and talks to the nodes itself,
+-- over cosockets, feeding what Cluster nodes say to the same C parser the
+-- native watchdog routes by; the Sentinel master comes from the C
+-- topology's follower thread (csrc/topo/sentinel_watch.h). Real processes on loopback.
 -- Issue 22's manual failover runs here too, for a lock held in nginx.
 local helpers = require "spec.helpers"
 local topology = require "spec.support.topology"
 local failover = require "spec.support.failover"
+local core = require "redislock.core"
 local http = require "socket.http"
 
 http.TIMEOUT = 20
@@ -196,6 +198,35 @@ describe("cosocket transport over Cluster and Sentinel (nginx)", function()
     for _, k in ipairs { "w", "p1", "p2", "e2", "e1" } do
       assert.equal("true", get("/release?name=" .. k), k)
     end
+  end)
+
+  it("Cluster: an acquire on a half-migrated slot returns within its wait, with Redis' TRYAGAIN", function()
+    -- as in spec/18-cluster_spec.lua: the name's fence counter on the old
+    -- node, its lock key nowhere, the slot half-way to another master
+    local name = "co-cl-moving"
+    assert.matches("^ok", get("/acquire?mode=cluster&ttl=5&name=" .. name))
+    assert.equal("true", get("/release?name=" .. name))
+    local slot = core.slot("{" .. name .. "}")
+    local from = cl:node_for_slot(slot)
+    local to
+    for _, m in ipairs(cl:masters()) do
+      if m ~= from then to = m break end
+    end
+    local migration = cl:migrate_slot(slot, from, to, { stop_after = "migrating" })
+    local ok, err = pcall(function()
+      for _, wait in ipairs { 0, 0.2, 1 } do
+        local t0 = helpers.monotime()
+        local reply = get("/acquire?mode=cluster&ttl=5&wait=" .. wait .. "&name=" .. name)
+        local took = helpers.monotime() - t0
+        assert.matches("^failed redis error: TRYAGAIN", reply)
+        assert(took < wait + 0.5, ("wait = %s took %.2f s"):format(wait, took))
+        assert(took >= wait - 0.05, ("wait = %s gave up after %.2f s"):format(wait, took))
+      end
+    end)
+    migration:finish()
+    assert(ok, err)
+    assert.matches("^ok", get("/acquire?mode=cluster&ttl=5&wait=1&name=" .. name))
+    assert.equal("true", get("/release?name=" .. name))
   end)
 
   it("Sentinel: the master found through the sentinels, and again after kill -9", function()
