@@ -2,6 +2,7 @@
 -- luarocks is told, and the installed tree alone is enough: to require
 -- redislock, and to run the redislock command under cron's environment.
 local helpers = require "spec.helpers"
+local docs = require "spec.support.docs"
 
 describe("rockspec", function()
   it("luarocks make installs a tree that loads and runs on its own, without warnings", function()
@@ -15,13 +16,14 @@ describe("rockspec", function()
     assert.matches("rock bin ok: redislock %S+ on /%S+/lua" .. version:gsub("%.", "%%."), out)
   end)
 
-  it("the README's luarocks command names the Lua, as tools/rock_check.sh does", function()
-    local readme = assert(helpers.read_file("README.md"))
+  it("the docs' luarocks command names the Lua, as tools/rock_check.sh does", function()
     local commands = {}
-    for block in readme:gmatch("\n```%w*\n(.-\n)```") do  -- the code blocks
-      for line in block:gmatch("(luarocks [^\n]+)") do commands[#commands + 1] = line end
+    for _, path in ipairs(docs.files()) do
+      for _, block in ipairs(docs.blocks(docs.read(path))) do
+        for line in block.body:gmatch("(luarocks [^\n]+)") do commands[#commands + 1] = line end
+      end
     end
-    assert.is_true(#commands > 0, "no luarocks command in README.md")
+    assert.is_true(#commands > 0, "no luarocks command in README.md or docs/")
     for _, line in ipairs(commands) do
       assert.equal("luarocks --lua-version 5.4 make rockspec/redislock-scm-1.rockspec", line)
     end
