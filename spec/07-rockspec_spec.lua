@@ -8,12 +8,14 @@ describe("rockspec", function()
   it("luarocks make installs a tree that loads and runs on its own, without warnings", function()
     -- tools/rock_check.sh fails on any luarocks warning (such as "unmatched
     -- variable"), on an installed #!/usr/bin/lua, and on a bin/redislock
-    -- that does not run with PATH=/usr/bin:/bin and no LUA_PATH.
+    -- that does not run with PATH=/usr/bin:/bin and no LUA_PATH, and on a
+    -- man page missing from the rock's doc/ or that groff warns about.
     local version = _VERSION:match("%d+%.%d+")
     local out, code = helpers.sh("tools/rock_check.sh " .. version .. " 2>&1")
     assert.equal(0, code, out)
     assert.matches("rock ok: redislock", out)
     assert.matches("rock bin ok: redislock %S+ on /%S+/lua" .. version:gsub("%.", "%%."), out)
+    assert.matches("rock man ok: %S+/doc/man1/redislock%.1", out)
   end)
 
   it("the docs' luarocks command names the Lua, as tools/rock_check.sh does", function()

@@ -169,6 +169,44 @@ describe("docs", function()
     assert.is_true(checked >= 40, checked .. " links checked")
   end)
 
+  it("cli.md's Options and the man page's OPTIONS list exactly the options of redislock's help", function()
+    local function options_in(text)
+      local set = {}
+      for opt in text:gmatch("(%-%-?%a[%w-]*)") do set[opt] = true end
+      return set
+    end
+    local function sorted(set)
+      local list = {}
+      for k in pairs(set) do list[#list + 1] = k end
+      table.sort(list)
+      return table.concat(list, " ")
+    end
+    -- what the command itself says it takes
+    local help = {}
+    for _, cmd in ipairs({ "run", "status", "release", "break" }) do
+      local text = helpers.sh(quote(helpers.lua_bin) .. " bin/redislock help " .. cmd .. " 2>&1")
+      for opt in text:gmatch("[%s%[](%-%-?%a[%w-]*)") do help[opt] = true end
+    end
+    -- cli.md: the first column of its Options table
+    local first_cells = {}
+    for row in docs.section("cli.md", "Options"):gmatch("\n| (`.-) | ") do first_cells[#first_cells + 1] = row end
+    -- the man page: the tags of the .TP paragraphs under OPTIONS
+    local man = assert(helpers.read_file("docs/redislock.1"))
+    local man_options = assert(man:match("\n%.SH OPTIONS\n(.-)\n%.SH "))
+    local tags = {}
+    for tag in man_options:gmatch("\n%.TP\n([^\n]+)") do tags[#tags + 1] = (tag:gsub("\\%-", "-")) end
+    assert.is_true(#first_cells >= 20 and #tags >= 20)
+    assert.equal(sorted(help), sorted(options_in(table.concat(first_cells, "\n"))))
+    assert.equal(sorted(help), sorted(options_in(table.concat(tags, "\n"))))
+    -- and the same exit statuses as the code
+    local statuses = docs.section("cli.md", "Exit status")
+    local man_statuses = assert(man:match("\n%.SH EXIT STATUS\n(.-)\n%.SH "))
+    for _, code in pairs(require("redislock.cli").EXIT) do
+      assert.truthy(statuses:find("\n| " .. code .. " |", 1, true), "cli.md's Exit status has no " .. code)
+      assert.truthy(man_statuses:find("\n.B " .. code .. "\n", 1, true), "the man page's EXIT STATUS has no " .. code)
+    end
+  end)
+
   describe("cli.md: Guarding cron jobs", function()
     it("the crontab example runs as cron runs it: PATH=/usr/bin:/bin, no LUA_PATH, silent", function()
       local cron
