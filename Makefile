@@ -37,6 +37,7 @@ PREFIX      ?= /usr/local
 LUA_LMOD    ?= $(PREFIX)/share/lua/$(LUA_VERSION)
 LUA_CMOD    ?= $(PREFIX)/lib/lua/$(LUA_VERSION)
 BINDIR      ?= $(PREFIX)/bin
+MANDIR      ?= $(PREFIX)/share/man
 
 # Debian packages each target needs (installed by tools/deps.sh if missing).
 BUILD_DEPS  = pkg-config liblua$(LUA_VERSION)-dev libhiredis-dev lua$(LUA_VERSION)
@@ -295,7 +296,8 @@ install:
 
 install-files: build/$(LUA_PC)/redislock/core.so
 	$(foreach c,' | & \ ],$(if $(findstring $(c),$(INSTALL_PATHS)),$(error install paths must not contain $(c))))
-	install -d $(DESTDIR)$(LUA_CMOD)/redislock $(DESTDIR)$(LUA_LMOD)/redislock/scripts $(DESTDIR)$(BINDIR)
+	install -d $(DESTDIR)$(LUA_CMOD)/redislock $(DESTDIR)$(LUA_LMOD)/redislock/scripts $(DESTDIR)$(BINDIR) \
+	    $(DESTDIR)$(MANDIR)/man1
 	install -m 0755 build/$(LUA_PC)/redislock/core.so $(DESTDIR)$(LUA_CMOD)/redislock/core.so
 	install -m 0644 lua/redislock.lua $(DESTDIR)$(LUA_LMOD)/redislock.lua
 	install -m 0644 $(SCRIPTS) $(DESTDIR)$(LUA_LMOD)/redislock/scripts/
@@ -304,9 +306,10 @@ install-files: build/$(LUA_PC)/redislock/core.so
 	    -e "s|^local LMOD, CMOD = nil, nil .*|local LMOD, CMOD = [==[$(LUA_LMOD)]==], [==[$(LUA_CMOD)]==]|" \
 	    bin/redislock > $(DESTDIR)$(BINDIR)/redislock
 	chmod 0755 $(DESTDIR)$(BINDIR)/redislock
+	install -m 0644 docs/redislock.1 $(DESTDIR)$(MANDIR)/man1/redislock.1
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/redislock
+	rm -f $(DESTDIR)$(BINDIR)/redislock $(DESTDIR)$(MANDIR)/man1/redislock.1
 	rm -rf $(DESTDIR)$(LUA_CMOD)/redislock $(DESTDIR)$(LUA_LMOD)/redislock
 	rm -f $(DESTDIR)$(LUA_LMOD)/redislock.lua
 

@@ -28,6 +28,8 @@ external_dependencies = {
 -- path of the chosen interpreter: the Makefile writes it into bin/redislock.
 -- DEPS = "no": the Makefile installs no Debian packages under luarocks.
 -- The install step compiles the core again, so it gets the same flags.
+-- MANDIR: the man page goes into the rock's doc/ (doc/man1/redislock.1,
+-- listed by `luarocks doc --list redislock`), not outside the tree.
 build = {
   type = "make",
   build_variables = {
@@ -44,6 +46,7 @@ build = {
     LUA_LMOD = "$(LUADIR)",
     LUA_CMOD = "$(LIBDIR)",
     BINDIR = "$(BINDIR)",
+    MANDIR = "$(DOCDIR)",
   },
 }
 -- bin/redislock is a shell launcher (it reads the signals ignored at start

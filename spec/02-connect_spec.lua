@@ -1,6 +1,7 @@
 -- Connecting: TCP, IPv6, unix sockets, AUTH (password and ACL user), SELECT,
 -- timeouts, failures and the closed state. No message shows a password.
 local helpers = require "spec.helpers"
+local docs = require "spec.support.docs"
 local redislock = require "redislock"
 local core = require "redislock.core"
 local urlmod = require "redislock.url"
@@ -93,9 +94,9 @@ describe("connect", function()
 
   it("a least-privilege ACL user runs the whole API", function()
     local srv = helpers.start_redis()
-    -- Exactly the README's ACL line (its keys, EVALSHA/EVAL, and the
+    -- Exactly docs/operations.md's ACL line (its keys, EVALSHA/EVAL, and the
     -- commands the scripts, the waiters and connect call), read from it.
-    local line = assert(helpers.read_file("README.md"):match("\n(ACL SETUSER locker [^\n]+)\n"))
+    local line = assert(docs.read("operations.md"):match("\n(ACL SETUSER locker [^\n]+)\n"))
     local words = {}
     for w in line:gmatch("%S+") do words[#words + 1] = w end
     assert.equal(">secret", words[5])
@@ -177,7 +178,7 @@ describe("connect", function()
 
   it("an ACL user without script|load runs scripts by EVAL alone, refused the load once a connection", function()
     local srv = helpers.start_redis()
-    local line = assert(helpers.read_file("README.md"):match("\n(ACL SETUSER locker [^\n]+)\n"))
+    local line = assert(docs.read("operations.md"):match("\n(ACL SETUSER locker [^\n]+)\n"))
     assert.truthy(line:find(" +script|load", 1, true))
     local words = {}
     for w in line:gsub(" %+script|load", ""):gmatch("%S+") do words[#words + 1] = w end

@@ -2,26 +2,30 @@
 -- luarocks is told, and the installed tree alone is enough: to require
 -- redislock, and to run the redislock command under cron's environment.
 local helpers = require "spec.helpers"
+local docs = require "spec.support.docs"
 
 describe("rockspec", function()
   it("luarocks make installs a tree that loads and runs on its own, without warnings", function()
     -- tools/rock_check.sh fails on any luarocks warning (such as "unmatched
     -- variable"), on an installed #!/usr/bin/lua, and on a bin/redislock
-    -- that does not run with PATH=/usr/bin:/bin and no LUA_PATH.
+    -- that does not run with PATH=/usr/bin:/bin and no LUA_PATH, and on a
+    -- man page missing from the rock's doc/ or that groff warns about.
     local version = _VERSION:match("%d+%.%d+")
     local out, code = helpers.sh("tools/rock_check.sh " .. version .. " 2>&1")
     assert.equal(0, code, out)
     assert.matches("rock ok: redislock", out)
     assert.matches("rock bin ok: redislock %S+ on /%S+/lua" .. version:gsub("%.", "%%."), out)
+    assert.matches("rock man ok: %S+/doc/man1/redislock%.1", out)
   end)
 
-  it("the README's luarocks command names the Lua, as tools/rock_check.sh does", function()
-    local readme = assert(helpers.read_file("README.md"))
+  it("the docs' luarocks command names the Lua, as tools/rock_check.sh does", function()
     local commands = {}
-    for block in readme:gmatch("\n```%w*\n(.-\n)```") do  -- the code blocks
-      for line in block:gmatch("(luarocks [^\n]+)") do commands[#commands + 1] = line end
+    for _, path in ipairs(docs.files()) do
+      for _, block in ipairs(docs.blocks(docs.read(path))) do
+        for line in block.body:gmatch("(luarocks [^\n]+)") do commands[#commands + 1] = line end
+      end
     end
-    assert.is_true(#commands > 0, "no luarocks command in README.md")
+    assert.is_true(#commands > 0, "no luarocks command in README.md or docs/")
     for _, line in ipairs(commands) do
       assert.equal("luarocks --lua-version 5.4 make rockspec/redislock-scm-1.rockspec", line)
     end

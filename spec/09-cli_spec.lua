@@ -231,7 +231,7 @@ describe("redislock command", function()
       helpers.kill(pid, "KILL")
     end)
 
-    it("a daemon started with REDISLOCK_FD closed does not hold the lock (the README's bash form)", function()
+    it("a daemon started with REDISLOCK_FD closed does not hold the lock (docs/cli.md's bash form)", function()
       local name = fresh()
       local bg = helpers.tmpdir() .. "/daemon"
       local t0 = helpers.monotime()

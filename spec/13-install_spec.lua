@@ -22,15 +22,51 @@ local function exists(path)
 end
 
 describe("make install", function()
-  local srv
+  local srv, opt
 
   setup(function() srv = helpers.start_redis() end)
   teardown(function() srv:stop() end)
 
-  it("puts a command in PREFIX/bin that runs with no LUA_PATH, under cron's PATH, from anywhere", function()
-    local prefix = helpers.tmpdir() .. "/opt"
-    local out, code = helpers.sh(MAKE .. " install PREFIX=" .. quote(prefix) .. " 2>&1")
+  -- `make install` into a prefix of our own, once for the two tests that
+  -- read it (the second one uninstalls it).
+  local function installed()
+    if not opt then
+      opt = helpers.tmpdir() .. "/opt"
+      local out, code = helpers.sh(MAKE .. " install PREFIX=" .. quote(opt) .. " 2>&1")
+      assert(code == 0, out)
+    end
+    return opt
+  end
+
+  it("installs a man page that man and groff render without a warning", function()
+    -- groff-base brings groff and nroff (man-db's man runs them)
+    local out, code = helpers.sh("tools/deps.sh groff-base 2>&1")
+    if code ~= 0 or select(2, helpers.sh("command -v groff >/dev/null")) ~= 0 then
+      pending("no groff here, and tools/deps.sh could not install groff-base: " .. out)
+      return
+    end
+    local man = installed() .. "/share/man/man1/redislock.1"
+    assert.equal(helpers.read_file("docs/redislock.1"), helpers.read_file(man))
+    -- -ww: every warning; -z: no output, only the diagnostics
+    out, code = helpers.sh("groff -man -Tutf8 -ww -z " .. quote(man) .. " 2>&1")
     assert.equal(0, code, out)
+    assert.equal("", out)
+    local text = helpers.sh("LC_ALL=C.UTF-8 MANWIDTH=80 groff -man -Tutf8 " .. quote(man) .. " 2>&1 | col -b")
+    for _, heading in ipairs({ "NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXIT STATUS", "ENVIRONMENT",
+      "EXAMPLES", "SEE ALSO" }) do
+      assert.truthy(text:find("\n" .. heading .. "\n"), "no " .. heading .. " in:\n" .. text)
+    end
+    assert.truthy(text:find("flock(1)", 1, true))
+    if select(2, helpers.sh("command -v man >/dev/null")) == 0 then
+      out, code = helpers.sh("LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l " .. quote(man) .. " 2>&1 >/dev/null")
+      assert.equal(0, code, out)
+      assert.equal("", out)
+    end
+  end)
+
+  it("puts a command in PREFIX/bin that runs with no LUA_PATH, under cron's PATH, from anywhere", function()
+    local prefix = installed()
+    local out, code
     local bin = prefix .. "/bin/redislock"
     -- the interpreter it runs is written in as an absolute path
     local launcher = helpers.read_file(bin)
@@ -42,9 +78,13 @@ describe("make install", function()
     assert.matches("^ran %d+\n$", out)
     -- the module paths are written in too (nothing else points at them)
     assert.truthy(launcher:find("[==[" .. prefix .. "/share/lua/5.4]==]", 1, true))
+    -- the man page, where man looks for it beside PREFIX/bin
+    local man = prefix .. "/share/man/man1/redislock.1"
+    assert.equal(helpers.read_file("docs/redislock.1"), helpers.read_file(man))
     out, code = helpers.sh(MAKE .. " uninstall PREFIX=" .. quote(prefix) .. " 2>&1")
     assert.equal(0, code, out)
     assert.is_false(exists(bin))
+    assert.is_false(exists(man))
     assert.is_false(exists(prefix .. "/share/lua/5.4/redislock.lua"))
     assert.is_false(exists(prefix .. "/lib/lua/5.4/redislock/core.so"))
   end)

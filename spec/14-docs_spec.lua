@@ -1,28 +1,15 @@
--- README.md's examples and claims, checked against real processes: what a
--- reader pastes must work, and what the tables say must be true.
+-- The docs' examples and claims, checked against real processes: what a
+-- reader pastes must work, and what the tables say must be true. The front
+-- page is README.md, the reference is in docs/ (spec/support/docs.lua reads
+-- both).
 local helpers = require "spec.helpers"
+local docs = require "spec.support.docs"
 
 local quote = helpers.quote
 -- make as a user types it: not with the LUA that `make test` exports to
 -- its specs (nor `make sanitize`'s "valgrind ... lua5.4"), nor its flags.
 local MAKE = "env -u LUA -u MAKEFLAGS -u MAKELEVEL make --no-print-directory"
-local README = assert(helpers.read_file("README.md"))
-
--- The text of the section whose heading starts with `title`.
-local function section(title)
-  local start = README:find("\n#+ " .. title:gsub("%p", "%%%0"))
-  assert(start, "README.md has no section " .. title)
-  local level = README:match("\n(#+) ", start)
-  local stop = README:find("\n" .. level .. " ", start + 1, true) or #README
-  return README:sub(start, stop)
-end
-
--- The fenced code blocks of a text, with their info strings.
-local function blocks(text)
-  local out = {}
-  for info, body in text:gmatch("\n```(%S*)\n(.-\n)```") do out[#out + 1] = { info = info, body = body } end
-  return out
-end
+local blocks = docs.blocks
 
 local function write(path, text, mode)
   local f = assert(io.open(path, "w"))
@@ -37,7 +24,7 @@ local function lines(text)
   return out
 end
 
-describe("README", function()
+describe("docs", function()
   local srv, prefix
 
   setup(function()
@@ -55,10 +42,175 @@ describe("README", function()
     return prefix
   end
 
-  describe("Guarding cron jobs", function()
+  describe("README.md, the front page", function()
+    it("is at most 20 KB, names make test, and links every file of docs/", function()
+      local readme = docs.read("README.md")
+      assert.is_true(#readme <= 20 * 1024, "README.md has " .. #readme .. " bytes")
+      assert.truthy(readme:find("make test", 1, true))
+      for _, path in ipairs(docs.files()) do
+        if path ~= "README.md" then
+          assert.truthy(readme:find("](" .. path .. ")", 1, true) or readme:find("](" .. path .. "#", 1, true),
+            "README.md does not link " .. path)
+        end
+      end
+    end)
+
+    it("its Quick start runs as pasted: make, a Redis on 6379, LUA_PATH and LUA_CPATH, the file", function()
+      local sh, code
+      for _, b in ipairs(blocks(docs.section("README.md", "Quick start"))) do
+        if b.info == "sh" and not sh then sh = b.body end
+        if b.info == "lua" and not code then code = b.body end
+      end
+      assert.truthy(sh, "no sh block")
+      assert.truthy(code, "no lua block")
+      local cmds = {}
+      for _, line in ipairs(lines(sh)) do cmds[#cmds + 1] = (line:gsub("%s+#.*$", "")) end
+      -- exactly four steps, each run here as the reader would
+      assert.equal(4, #cmds, sh)
+      assert.equal("make", cmds[1])
+      local server_args = assert(cmds[2]:match("^redis%-server (.*)$"), cmds[2])
+      local exports = assert(cmds[3]:match("^export (.+)$"), cmds[3])
+      assert.equal("lua5.4 quickstart.lua", cmds[4])
+      assert.matches("^%-%- quickstart%.lua\n", code)
+      local root = helpers.sh("pwd"):gsub("%s+$", "")
+      -- 1. make, in the checkout
+      local out, status = helpers.sh(MAKE .. " 2>&1")
+      assert(status == 0, out)
+      -- 2. the Redis it starts, on a port of ours instead of 6379
+      local args, words = {}, {}
+      for w in server_args:gmatch("%S+") do words[#words + 1] = w end
+      local i = 1
+      while i <= #words do
+        local w = words[i]
+        if w == "--port" then
+          assert.equal("6379", words[i + 1])
+          i = i + 2
+        elseif w == "--bind" or w == "--daemonize" then
+          i = i + 2   -- start_redis binds to loopback and stays in the foreground
+        else
+          args[#args + 1] = w
+          i = i + 1
+        end
+      end
+      local server = helpers.start_redis { args = args }
+      -- 3. the search paths it exports, $PWD being the checkout
+      local env = { "env -u LUA_PATH_5_4 -u LUA_CPATH_5_4" }
+      local n = 0
+      for name, value in exports:gmatch('([%w_]+)="([^"]*)"') do
+        assert.truthy(name == "LUA_PATH" or name == "LUA_CPATH", name)
+        env[#env + 1] = name .. "=" .. quote((value:gsub("%$PWD", root)))
+        n = n + 1
+      end
+      assert.equal(2, n, exports)
+      -- 4. the file, from elsewhere, with our server's address
+      local dir = helpers.tmpdir()
+      local n_url
+      code, n_url = code:gsub("redis://127%.0%.0%.1:6379/0", server.url .. "/0")
+      assert.equal(1, n_url, "the Quick start's URL changed")
+      write(dir .. "/quickstart.lua", code)
+      out, status = helpers.sh("cd " .. quote(dir) .. " && " .. table.concat(env, " ") .. " lua5.4 quickstart.lua 2>&1")
+      server:stop()
+      assert.equal(0, status, out)
+      assert.matches("^fence\t%d+\ntrue\twork done under fence %d+\nheld\ttrue\n$", out)
+      -- and what it says of make install: /usr/local is on lua5.4's own paths
+      out = helpers.sh("env -u LUA_PATH -u LUA_CPATH -u LUA_PATH_5_4 -u LUA_CPATH_5_4 lua5.4 -e " ..
+        quote("print(package.path) print(package.cpath)"))
+      assert.truthy(out:find("/usr/local/share/lua/5.4/?.lua", 1, true), out)
+      assert.truthy(out:find("/usr/local/lib/lua/5.4/?.so", 1, true), out)
+    end)
+  end)
+
+  it("every relative link of README.md and docs/ reaches a file, and a heading that exists", function()
+    -- Files other branches are writing, linked ahead of their merge.
+    local coming = { ["docs/tls.md"] = true, ["docs/errors.md"] = true, ["docs/operator.md"] = true,
+      ["docs/fencing-postgres.md"] = true }
+    -- GitHub's heading anchors: lower case, only letters, digits, spaces,
+    -- hyphens and underscores kept, spaces made hyphens, repeats numbered.
+    local anchors = {}
+    local function anchors_of(path)
+      if not anchors[path] then
+        local set, seen = {}, {}
+        for _, h in ipairs(docs.headings(assert(helpers.read_file(path)))) do
+          local slug = h[3]:lower():gsub("[^%w _-]", ""):gsub(" ", "-")
+          if seen[slug] then
+            seen[slug] = seen[slug] + 1
+            slug = slug .. "-" .. seen[slug]
+          else
+            seen[slug] = 0
+          end
+          set[slug] = true
+        end
+        anchors[path] = set
+      end
+      return anchors[path]
+    end
+    local checked = 0
+    for _, path in ipairs(docs.files()) do
+      local text = docs.read(path):gsub("\n```.-\n```", "")   -- links in code blocks are code
+      local dir = path:match("^(.*)/") or ""
+      for target in text:gmatch("%]%(([^)%s]+)%)") do
+        if not target:match("^%a+:") then
+          local file, anchor = target:match("^([^#]*)#?(.*)$")
+          local full = file == "" and path or (dir == "" and file or dir .. "/" .. file)
+          full = full:gsub("[^/]+/%.%./", ""):gsub("/$", "")
+          if not coming[full] then
+            local f = io.open(full)
+            assert.truthy(f, path .. ": " .. target .. " (" .. full .. ") does not exist")
+            f:close()
+            if anchor ~= "" then
+              assert.truthy(full:match("%.md$"), path .. ": an anchor into " .. full)
+              assert.truthy(anchors_of(full)[anchor], path .. ": " .. full .. " has no heading #" .. anchor)
+            end
+            checked = checked + 1
+          end
+        end
+      end
+    end
+    assert.is_true(checked >= 40, checked .. " links checked")
+  end)
+
+  it("cli.md's Options and the man page's OPTIONS list exactly the options of redislock's help", function()
+    local function options_in(text)
+      local set = {}
+      for opt in text:gmatch("(%-%-?%a[%w-]*)") do set[opt] = true end
+      return set
+    end
+    local function sorted(set)
+      local list = {}
+      for k in pairs(set) do list[#list + 1] = k end
+      table.sort(list)
+      return table.concat(list, " ")
+    end
+    -- what the command itself says it takes
+    local help = {}
+    for _, cmd in ipairs({ "run", "status", "release", "break" }) do
+      local text = helpers.sh(quote(helpers.lua_bin) .. " bin/redislock help " .. cmd .. " 2>&1")
+      for opt in text:gmatch("[%s%[](%-%-?%a[%w-]*)") do help[opt] = true end
+    end
+    -- cli.md: the first column of its Options table
+    local first_cells = {}
+    for row in docs.section("cli.md", "Options"):gmatch("\n| (`.-) | ") do first_cells[#first_cells + 1] = row end
+    -- the man page: the tags of the .TP paragraphs under OPTIONS
+    local man = assert(helpers.read_file("docs/redislock.1"))
+    local man_options = assert(man:match("\n%.SH OPTIONS\n(.-)\n%.SH "))
+    local tags = {}
+    for tag in man_options:gmatch("\n%.TP\n([^\n]+)") do tags[#tags + 1] = (tag:gsub("\\%-", "-")) end
+    assert.is_true(#first_cells >= 20 and #tags >= 20)
+    assert.equal(sorted(help), sorted(options_in(table.concat(first_cells, "\n"))))
+    assert.equal(sorted(help), sorted(options_in(table.concat(tags, "\n"))))
+    -- and the same exit statuses as the code
+    local statuses = docs.section("cli.md", "Exit status")
+    local man_statuses = assert(man:match("\n%.SH EXIT STATUS\n(.-)\n%.SH "))
+    for _, code in pairs(require("redislock.cli").EXIT) do
+      assert.truthy(statuses:find("\n| " .. code .. " |", 1, true), "cli.md's Exit status has no " .. code)
+      assert.truthy(man_statuses:find("\n.B " .. code .. "\n", 1, true), "the man page's EXIT STATUS has no " .. code)
+    end
+  end)
+
+  describe("cli.md: Guarding cron jobs", function()
     it("the crontab example runs as cron runs it: PATH=/usr/bin:/bin, no LUA_PATH, silent", function()
       local cron
-      for _, b in ipairs(blocks(section("Guarding cron jobs"))) do
+      for _, b in ipairs(blocks(docs.section("cli.md", "A cron job on every host"))) do
         if b.info == "crontab" then cron = b.body end
       end
       assert.truthy(cron, "no crontab block")
@@ -116,7 +268,7 @@ describe("README", function()
 
       setup(function()
         rows = {}
-        local text = section("Compared with flock(1)")
+        local text = docs.section("cli.md", "Compared with flock(1)")
         for line in text:gmatch("\n(|[^\n]+)") do
           local cells = {}
           for cell in line:gmatch("|([^|]*)") do cells[#cells + 1] = cell:match("^%s*(.-)%s*$") end
@@ -196,10 +348,12 @@ describe("README", function()
 
   it("says fences are doubles on Lua 5.2 wherever it says so of 5.1 and LuaJIT", function()
     local n = 0
-    for para in (README .. "\n\n"):gmatch("(.-)\n\n") do
-      if para:find("%.0f", 1, true) and para:find("LuaJIT", 1, true) then
-        n = n + 1
-        assert.truthy(para:find("5.2", 1, true), "no 5.2 in: " .. para)
+    for _, name in ipairs(docs.files()) do
+      for para in (docs.read(name) .. "\n\n"):gmatch("(.-)\n\n") do
+        if para:find("%.0f", 1, true) and para:find("LuaJIT", 1, true) then
+          n = n + 1
+          assert.truthy(para:find("5.2", 1, true), name .. ": no 5.2 in: " .. para)
+        end
       end
     end
     assert.is_true(n >= 2)
@@ -208,10 +362,10 @@ describe("README", function()
     if code == 0 then assert.equal("1.7954248102334e+15\t1795424810233426\n", out) end
   end)
 
-  describe("Operating Redis for locks", function()
+  describe("operations.md: Operating Redis for locks", function()
     local text
 
-    setup(function() text = section("Operating Redis for locks") end)
+    setup(function() text = docs.section("operations.md", "Operating Redis for locks") end)
 
     it("covers the eviction policy, persistence, fence counters and what to monitor", function()
       for _, needle in ipairs({ "maxmemory-policy", "noeviction", "strict = true", "--strict",
@@ -285,7 +439,7 @@ describe("README", function()
 
   it("the Lua in the nginx example writes no global", function()
     local conf
-    for _, b in ipairs(blocks(section("Inside nginx"))) do
+    for _, b in ipairs(blocks(docs.section("nginx.md", "Inside nginx"))) do
       if b.info == "nginx" then conf = b.body end
     end
     assert.truthy(conf)

@@ -1,8 +1,9 @@
 -- One rule for the whole API: argument errors name the argument and point
 -- at the caller's line, a closed client raises for every method, loss
 -- reasons are the documented ones, callables are accepted wherever a
--- function is, and the README's examples run as written.
+-- function is, and the docs' examples run as written.
 local helpers = require "spec.helpers"
+local docs = require "spec.support.docs"
 local redislock = require "redislock"
 
 local THIS = "17%-consistency_spec%.lua:%d+:"
@@ -114,9 +115,8 @@ describe("consistency", function()
     assert.matches("stack traceback", c.callback_error)
   end)
 
-  it("the README's fenced-write example runs as written, on a resource never written", function()
-    local readme = assert(helpers.read_file("README.md"))
-    local section = assert(readme:match("### Fenced writes(.-)\n### "))
+  it("docs/safety.md's fenced-write example runs as written, on a resource never written", function()
+    local section = docs.section("safety.md", "Fenced writes")
     local code = assert(section:match("```lua\n(.-)```"))
     local env = setmetatable({ client = c }, { __index = _G })
     local chunk
@@ -124,7 +124,7 @@ describe("consistency", function()
       chunk = assert(loadstring(code))
       setfenv(chunk, env)
     else
-      chunk = assert(load(code, "README fenced example", "t", env))
+      chunk = assert(load(code, "docs/safety.md fenced example", "t", env))
     end
     local name = "account:7"
     assert.equal(0, tonumber((srv:cli_raw("EXISTS", "{" .. name .. "}:resource"))))

@@ -124,7 +124,7 @@ describe("sentinel", function()
 
   -- After SENTINEL FAILOVER the old master stays a master for a few
   -- seconds, until Sentinel demotes it and kills its clients (Redis'
-  -- split-brain window: README, "Beyond one Redis"). The client hears of
+  -- split-brain window: docs/topology.md). The client hears of
   -- the failover from the sentinels themselves (csrc/sentinel_watch.c):
   -- nothing is written while it is under way, and once the new master is
   -- named every lock is renewed there at once, kept or reported lost

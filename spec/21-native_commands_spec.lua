@@ -3,7 +3,7 @@
 -- them, against the real redis-server 7.0 of this machine, which has none.
 -- What a server with them answers is checked on bytes by the C unit test
 -- (test/c/native_cmd_test.c); the native paths themselves are not run here
--- (README, "Native compare commands").
+-- (docs/native-commands.md).
 local helpers = require "spec.helpers"
 local topology = require "spec.support.topology"
 local redislock = require "redislock"

@@ -9,7 +9,9 @@
 #   - redislock and redislock.core load from that tree alone;
 #   - the tree's bin/redislock runs with cron's environment (PATH=/usr/bin:/bin,
 #     no LUA_PATH) and on that Lua version, and no installed file starts with
-#     #!/usr/bin/lua (Lua 5.1 on Debian, whatever version was asked for).
+#     #!/usr/bin/lua (Lua 5.1 on Debian, whatever version was asked for);
+#   - the man page is in the rock's doc/man1/, the same as docs/redislock.1,
+#     and groff renders it without a warning (when groff is installed).
 set -eu
 lua_version=${1:-5.4}
 scratch=$(mktemp -d)
@@ -17,7 +19,7 @@ trap 'rm -rf "$scratch"' EXIT
 src="$scratch/src"
 tree="$scratch/tree"
 mkdir -p "$src"
-for path in Makefile csrc lua tools rockspec bin; do
+for path in Makefile csrc lua tools rockspec bin docs README.md LICENSE CHANGELOG.md; do
     [ -e "$path" ] && cp -r "$path" "$src/"
 done
 
@@ -60,3 +62,17 @@ case $lua_used in
     *) echo "rock_check: bin/redislock runs '$lua_used', not Lua $lua_version" >&2; exit 1 ;;
 esac
 echo "rock bin ok: $out on $lua_used"
+man=$(find "$tree" -path '*/redislock/*/doc/man1/redislock.1')
+if [ -z "$man" ] || ! cmp -s "$man" docs/redislock.1; then
+    echo "rock_check: no doc/man1/redislock.1 in the rock, or not docs/redislock.1" >&2
+    exit 1
+fi
+if command -v groff >/dev/null 2>&1; then
+    warnings=$(groff -man -Tutf8 -ww -z "$man" 2>&1)
+    if [ -n "$warnings" ]; then
+        printf '%s\n' "$warnings" >&2
+        echo "rock_check: groff warns about the man page" >&2
+        exit 1
+    fi
+fi
+echo "rock man ok: ${man#"$tree"/}"

@@ -20,7 +20,7 @@ local check_name, one_name = options.check_name, options.one_name
 
 local _M = { _VERSION = redislock._VERSION }
 
--- Exit statuses, documented in --help and the README.
+-- Exit statuses, documented in --help, docs/cli.md and docs/redislock.1.
 local EXIT = {
   conflict = 1,        -- not taken (run: --conflict-exit-code); status: not held
   usage = 2,           -- bad arguments, bad URL, bad numbers; nothing was done

@@ -84,7 +84,7 @@ end
 -- reconnects, noscript_reloads, topology_changes, ...) and the Lua side's
 -- (acquires, busy, timeouts, errors, waits, releases, extends, holds,
 -- losses = { [reason] = n }, wait_time, hold_time, hold_ttl_ratio). See
--- redislock.metrics and the README.
+-- redislock.metrics and docs/api.md, "Metrics and events".
 -- syntax: t = client:stats()
 function Client:stats()
   local ch = self:_open()
@@ -114,7 +114,7 @@ end
 -- (or info_error), and native = { delifeq =, delex =, set_ifeq =, cad =,
 -- cas = } (booleans), the native compare commands the main connection's
 -- node has, with native_nodes = { ["host:port"] = {...} } for every node
--- connected so far (README, "Native compare commands").
+-- connected so far (docs/native-commands.md).
 -- syntax: t = client:server_info()
 function Client:server_info()
   return self:_open():server_info()

@@ -1,9 +1,10 @@
--- The README's "Metrics and events in nginx" snippet, run as written inside
+-- docs/nginx.md's "Metrics and events in nginx" snippet, run as written inside
 -- nginx with its Lua module (LuaJIT, the core from build/luajit: `make
 -- testjit`): only the Redis address and the listen port are replaced. Some
 -- locks are taken through /job, one times out, and /metrics must answer
 -- valid Prometheus text with those counters.
 local helpers = require "spec.helpers"
+local docs = require "spec.support.docs"
 local prometheus = require "spec.support.prometheus"
 local redislock = require "redislock"
 local http = require "socket.http"
@@ -14,21 +15,20 @@ http.TIMEOUT = 10
 local ROOT = (helpers.sh("pwd"):gsub("%s+$", ""))
 local MODULES = "/usr/lib/nginx/modules"
 
--- The README's nginx block that serves /metrics, verbatim.
-local function readme_snippet()
-  local readme = assert(helpers.read_file(ROOT .. "/README.md"))
-  for block in readme:gmatch("```nginx\n(.-)```") do
+-- docs/nginx.md's nginx block that serves /metrics, verbatim.
+local function doc_snippet()
+  for block in docs.read("nginx.md"):gmatch("```nginx\n(.-)```") do
     if block:find("location = /metrics", 1, true) then return block end
   end
-  error("README.md has no nginx block with location = /metrics")
+  error("docs/nginx.md has no nginx block with location = /metrics")
 end
 
 local function conf(dir, port, redis_url)
-  local snippet = readme_snippet()
+  local snippet = doc_snippet()
   local n1, n2
   snippet, n1 = snippet:gsub("redis://127%.0%.0%.1:6379", redis_url)
   snippet, n2 = snippet:gsub("listen 127%.0%.0%.1:8080;", "listen 127.0.0.1:" .. port .. ";")
-  assert(n1 == 1 and n2 == 1, "the README snippet's address or port changed")
+  assert(n1 == 1 and n2 == 1, "the docs/nginx.md snippet's address or port changed")
   return ([[
 daemon off;
 master_process on;
@@ -50,7 +50,7 @@ http {
 ]]):format(dir, dir, MODULES, MODULES, dir, dir, dir, dir, dir, ROOT, ROOT) .. snippet .. "}\n"
 end
 
-describe("the README's nginx metrics snippet", function()
+describe("docs/nginx.md's nginx metrics snippet", function()
   local srv, nginx, base, dir
 
   local function log_tail()

@@ -4,9 +4,10 @@
 -- as OpenResty does; the worker takes locks over HTTP requests and its
 -- watchdog thread renews them. On the native transport a call blocks the
 -- worker for its duration; transport = "cosocket" yields to nginx instead.
--- The README's nginx.conf is run too, exactly as the README has it (with
--- the LuaJIT core installed by the README's own command).
+-- docs/nginx.md's nginx.conf is run too, exactly as the doc has it (with
+-- the LuaJIT core installed by the doc's own command).
 local helpers = require "spec.helpers"
+local docs = require "spec.support.docs"
 local core = require "redislock.core"
 local http = require "socket.http"
 
@@ -302,23 +303,22 @@ describe("inside nginx (LuaJIT)", function()
   end)
 end)
 
--- The "Inside nginx" section of README.md: its install command and its
+-- docs/nginx.md, "Inside nginx": its install command and its
 -- nginx.conf, taken from the file so that the docs cannot drift. Only the
 -- install prefix, the listen port and the Redis URL are replaced (each
--- must be found exactly where the README has it); pid, daemon and the
+-- must be found exactly where the doc has it); pid, daemon and the
 -- error log come from nginx's command line.
-describe("the README's nginx.conf", function()
+describe("docs/nginx.md's nginx.conf", function()
   local srv, nginx, base, dir, admin
 
   local function section()
-    local readme = assert(helpers.read_file(ROOT .. "/README.md"))
-    return assert(readme:match("\n## Inside nginx.-\n## "), "no 'Inside nginx' section in README.md")
+    return docs.section("nginx.md", "Inside nginx")
   end
 
   local function replace_once(text, old, new, count)
     local escaped = old:gsub("%p", "%%%0")
     local out, n = text:gsub(escaped, (new:gsub("%%", "%%%%")))
-    assert.equal(count or 1, n, "README's nginx.conf: '" .. old .. "' found " .. n .. " times")
+    assert.equal(count or 1, n, "docs/nginx.md's nginx.conf: '" .. old .. "' found " .. n .. " times")
     return out
   end
 
@@ -338,7 +338,7 @@ describe("the README's nginx.conf", function()
     admin = assert(core.connect { host = "127.0.0.1", port = srv.port })
     dir = helpers.tmpdir()
     local text = section()
-    -- the README's install command, into a prefix of our own
+    -- the doc's install command, into a prefix of our own
     local install = assert(text:match("\n(make install PREFIX=/usr/local [^\n]+)"), "no install command for nginx")
     local prefix = helpers.tmpdir()
     assert(os.execute("chmod 755 " .. helpers.quote(prefix)))  -- nginx's workers run unprivileged
