@@ -16,6 +16,7 @@
 
 #include "monotime.h"
 #include "native_detect.h"
+#include "script.h"
 #include "slot.h"
 
 wd *wd_new(topo *t, char *errbuf, size_t errlen) {
@@ -24,6 +25,13 @@ wd *wd_new(topo *t, char *errbuf, size_t errlen) {
     w->wake_fd = -1;
     w->losses.efd = -1;
     if (conn_config_copy(&w->cfg, &t->cfg) != 0) goto nomem;
+    w->extend_script = script_find("extend");
+    w->renew_script = script_find("redlock_renew");
+    w->claim_script = script_find("redlock_claim");
+    if (w->extend_script == NULL || w->renew_script == NULL || w->claim_script == NULL) {
+        snprintf(errbuf, errlen, "a renewal script is not embedded (build/scripts_gen.h)");
+        goto fail;
+    }
     if (wd_losses_init(&w->losses) != 0 ||
         (w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
         snprintf(errbuf, errlen, "cannot make an eventfd: %s", strerror(errno));

@@ -75,6 +75,10 @@ struct wd {
                                it. A lock due no earlier needs no wakeup. */
 
     topo *t;                /* where keys live (shared with the Lua side) */
+    /* The renewal scripts, looked up once by wd_new: each client's thread
+     * only reads its own watchdog's (a lazy static filled from every
+     * thread at once was a data race). */
+    const struct script_def *extend_script, *renew_script, *claim_script;
     topo_snap *snap;        /* the snapshot links is built for */
     conn_config cfg;        /* settings for the links (the topology's) */
     wd_link *links;         /* one per node of snap */

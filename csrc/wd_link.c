@@ -61,7 +61,6 @@ static int wd_link_queue_failed(wd *w, wd_link *l) {
  * (native_cmd.h; known once the link's handshake was read). */
 int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t sent_at,
                   const struct script_def *script, uint32_t round) {
-    static const script_def *extend, *redlock_renew, *redlock_claim;
     const char *argv[6];
     size_t lens[6];
     uint64_t from;
@@ -69,19 +68,14 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
     const script_def *renew;
     native_cmd nc;
     int eval = how & WD_SEND_EVAL;
-    if (extend == NULL) {
-        extend = script_find("extend");
-        redlock_renew = script_find("redlock_renew");
-        redlock_claim = script_find("redlock_claim");
-    }
-    renew = e->renew ? e->renew : extend;
+    renew = e->renew ? e->renew : w->extend_script;
     if (script != NULL) {
         renew = script;   /* sent again as it was (after NOSCRIPT) */
     } else if (w->t->mode == TOPO_REDLOCK) {
         /* a master whose key was gone in a round that kept a majority
          * takes it back now (redlock_claim.lua says why that is safe) */
         uint64_t bit = (uint64_t)1 << ((l - w->links) & 63);
-        renew = (e->missing & bit) ? redlock_claim : redlock_renew;
+        renew = (e->missing & bit) ? w->claim_script : w->renew_script;
         e->missing &= ~bit;
     }
     /* room was reserved at watch; a SCRIPT LOAD and an ASKING may need more */
