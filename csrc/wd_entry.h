@@ -31,10 +31,6 @@ typedef struct wd_entry {
     int failing;            /* the last renewal got no usable answer */
     int queued;             /* requests of its renewal waiting for a reply
                                (one; Redlock: one per master) */
-    uint64_t missing;       /* Redlock: masters (link index bits) whose key
-                               was gone in a round that kept a majority, or
-                               that refused the acquire (wd_claim): the
-                               next renewal takes it back there */
     uint32_t round;         /* which renewal its requests belong to: answers
                                to an older one (Redlock went on without
                                them) are only counted off */

@@ -58,25 +58,38 @@ static int wd_link_queue_failed(wd *w, wd_link *l) {
 /* EVALSHA (or EVAL) extend 1 key token ttl, queued on the link's conn,
  * after an ASKING when the slot is being migrated to this node; or the
  * native command that does what the script does, where the node has one
- * (native_cmd.h; known once the link's handshake was read). */
+ * (native_cmd.h; known once the link's handshake was read). Redlock:
+ * redlock_renew 1 key token ttl left, on every master, every round. */
 int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t sent_at,
                   const struct script_def *script, uint32_t round) {
-    const char *argv[6];
-    size_t lens[6];
+    const char *argv[7];
+    size_t lens[7];
+    char left_txt[24];
     uint64_t from;
     wd_req *req;
     const script_def *renew;
     native_cmd nc;
-    int eval = how & WD_SEND_EVAL;
+    int eval = how & WD_SEND_EVAL, nargs = 3;
     renew = e->renew ? e->renew : w->extend_script;
-    if (script != NULL) {
+    if (script != NULL)
         renew = script;   /* sent again as it was (after NOSCRIPT) */
-    } else if (w->t->mode == TOPO_REDLOCK) {
-        /* a master whose key was gone in a round that kept a majority
-         * takes it back now (redlock_claim.lua says why that is safe) */
-        uint64_t bit = (uint64_t)1 << ((l - w->links) & 63);
-        renew = (e->missing & bit) ? w->claim_script : w->renew_script;
-        e->missing &= ~bit;
+    else if (w->t->mode == TOPO_REDLOCK)
+        renew = w->renew_script;
+    if (renew == w->renew_script) {
+        /* Where the master lacks our key, the script takes it back for
+         * the validity left now. Only a held lock gets here (wd_collect:
+         * its lease_end not passed, so the majority of the acquire or of
+         * the last round holds it until then; wd_resend: held and not
+         * unwatched), never one whose release was sent (redlock.lua
+         * unwatches first, and an orphan is never sent again), and the
+         * claim gives no more than that majority holds. Counted from now,
+         * not from sent_at: a request sent again (NOSCRIPT) gets what is
+         * left then. 0: nothing left, nothing taken back. */
+        int64_t left = e->lease_end - monotime_ms();
+        if (left < 1) left = 0;
+        lens[6] = resp_i64(left_txt, (long long)left);
+        argv[6] = left_txt;
+        nargs = 4;
     }
     /* room was reserved at watch; a SCRIPT LOAD and an ASKING may need more */
     if (l->n + 3 > l->cap && wd_link_reserve(l, l->n + 3) != 0) return -1;
@@ -127,10 +140,11 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
     argv[5] = e->ttl_txt;
     nc.op = 0;
     if (!(how & (WD_SEND_EVAL | WD_SEND_SCRIPT | WD_SEND_AFTER_LOAD)))
-        native_build(l->c->native, renew, 3, argv + 3, lens + 3, &nc);
+        native_build(l->c->native, renew, nargs, argv + 3, lens + 3, &nc);
     if (nc.op ? conn_append(l->c, nc.argc, nc.argv, nc.lens)
-              : eval ? conn_append(l->c, 6, argv, lens)
-                     : conn_append_pre(l->c, 6, renew->evalsha, renew->evalsha_len, 3, argv + 3, lens + 3))
+              : eval ? conn_append(l->c, 3 + nargs, argv, lens)
+                     : conn_append_pre(l->c, (size_t)(3 + nargs), renew->evalsha, renew->evalsha_len, nargs,
+                                       argv + 3, lens + 3))
         return wd_link_queue_failed(w, l);
     req = wd_link_at(l, l->n++);
     req->e = e;

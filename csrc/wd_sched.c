@@ -5,7 +5,8 @@
  *
  * Renewal: each lock is renewed at a third of its ttl with the very `extend`
  * script that lock:extend sends. Locks due within half a renewal interval
- * of each other go out together, as one pipeline.
+ * of each other go out together, as one pipeline. Redlock: redlock_renew
+ * on every master, which also takes the key back where it is gone.
  *
  * Loss: "not held" from Redis is final at once. A renewal that gets no
  * answer is retried after ttl/10; the lock is declared lost when the lease
@@ -93,8 +94,9 @@ static void wd_renewal_failed(wd *w, wd_entry *e, int64_t now) {
 /* One request of e's renewal is done: outcome 1 renewed, 0 not held, -1
  * no usable answer (no reply, its link dropped, an error reply). With one
  * node that decides it; with Redlock's N masters the lock is lost as soon
- * as more than N - quorum say "not held", and renewed once all answered
- * with a quorum renewed. */
+ * as more than N - quorum say "not held" (then fewer than a majority held
+ * our token with time left when the round reached them), and renewed once
+ * a quorum renewed. */
 void wd_outcome(wd *w, wd_entry *e, int outcome, uint32_t round, int64_t sent_at, int64_t ttl_ms,
                 int64_t now) {
     int n, quorum, ok;
@@ -115,7 +117,6 @@ void wd_outcome(wd *w, wd_entry *e, int outcome, uint32_t round, int64_t sent_at
     quorum = n / 2 + 1;
     if (e->r_no > n - quorum) {
         e->r_ok = e->r_no = e->r_fail = 0;
-        e->missing = 0;
         e->round++;
         wd_mark_lost(w, e, WD_NOT_HELD);
         return;
@@ -129,7 +130,6 @@ void wd_outcome(wd *w, wd_entry *e, int outcome, uint32_t round, int64_t sent_at
     if (ok >= quorum) {
         wd_renewal_ok(w, e, sent_at, ttl_ms, now);
     } else {
-        e->missing = 0;   /* no majority confirmed: take nothing back */
         wd_renewal_failed(w, e, now);
     }
 }
@@ -224,16 +224,14 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
          * topology and renew on the right node */
         w->want_refresh = 1;
     }
-    /* extend answers 1 (renewed) or 0; redlock_renew 1, 2 (the key is
-     * gone: "not held" here, taken back next time if this round keeps a
-     * majority) or 0; redlock_claim 1, 3 (taken back) or 0 */
+    /* extend answers 1 (renewed) or 0; redlock_renew 1 (renewed), or "not
+     * held" in this round: 3 (the key was gone and is taken back: renewed
+     * next round, it held nothing when this one reached it), 2 (gone, no
+     * validity left to take it back for), 0 (someone else's) */
     if (r->type != REDIS_REPLY_INTEGER) {
         outcome = -1;
-    } else if (r->integer == 2 && w->t->mode == TOPO_REDLOCK) {
-        outcome = 0;
-        /* (a straggler too: with a quorum deciding at once, the last
-         * master's answer often comes after its round ended) */
-        e->missing |= (uint64_t)1 << ((l - w->links) & 63);
+    } else if (w->t->mode == TOPO_REDLOCK) {
+        outcome = r->integer == 1 ? 1 : 0;
     } else {
         outcome = r->integer >= 1 ? 1 : 0;
     }
