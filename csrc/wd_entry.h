@@ -37,6 +37,10 @@ typedef struct wd_entry {
     int r_ok, r_no, r_fail; /* this renewal's answers so far: renewed, not
                                held, no usable answer (Redlock counts a
                                majority; elsewhere there is one) */
+    int contested;          /* Redlock: a master answered "someone else's"
+                               (a rival's attempt, most often) since this
+                               renewal was sent: the next comes sooner, to
+                               take that master back (wd_contested) */
     int64_t flight_end;     /* the lease end that renewal gives if it succeeds */
     int orphaned;           /* unwatched while queued: freed once the
                                renewal is answered or its link dropped */
