@@ -349,6 +349,99 @@ describe("redlock", function()
     stop_all(list)
   end)
 
+  -- SAFETY.md, "Redlock restarts under contention": masters restarted empty
+  -- one at a time, more than a ttl apart, while two rival processes loop
+  -- acquire(wait = 0). Each rival's attempt holds the restarted master for a
+  -- moment (it gets that one, not a majority, and releases it), so the
+  -- holder's renewal there finds "someone else's" far more often than "gone".
+  -- Before, only "gone" led to a claim: the master was never won back, the
+  -- next restart left the holder a minority, and the rivals were granted the
+  -- name thousands of times while the holder's held() was still true. Now
+  -- every round claims where our token is missing (SET NX, for the validity
+  -- left). The holder (its own process) polls held() every 2 ms; a rival
+  -- grant counts against it when the holder still saw the lock held after
+  -- the grant had returned. The holder must keep it, or report the loss
+  -- before any rival is granted.
+  for _, n in ipairs({ 3, 5 }) do
+    it("with " .. n .. " masters restarted empty one at a time under two rivals: no rival is granted while held",
+      function()
+        local list, urls = servers(n)
+        local name = fresh()
+        local key = "{" .. name .. "}"
+        local ttl, restarts = 1, 6
+        local spacing = 1.5 * ttl                 -- kill to kill: more than a ttl apart
+        local t0 = helpers.monotime()
+        local first_kill = t0 + 1.5                -- the holder on every master, the rivals running
+        local rivals_until = first_kill + restarts * spacing
+        local holder_until = rivals_until + 0.5    -- it watches past the rivals' last attempt
+        local function contender(role, stop_at)
+          return helpers.spawn(helpers.lua_cmd("spec/support/redlock_contender.lua", role,
+            table.concat(urls, ","), name, ttl, string.format("%.6f", stop_at)))
+        end
+        local holder = contender("holder", holder_until)
+        local token = helpers.wait_until(function()
+          if not holder:stdout():find("^held ") then return nil end
+          local v = value(list[1], key)
+          for i = 2, n do
+            if value(list[i], key) ~= v then return nil end
+          end
+          return v
+        end, 5, 0.02)
+        assert(token, "the holder never held the name on every master: " .. holder:stderr())
+        local rivals = { contender("rival", rivals_until), contender("rival", rivals_until) }
+        -- restarts, and for each how long until the holder had that master back
+        local won_back = {}
+        for k = 1, restarts do
+          local i = (k - 1) % n + 1
+          helpers.sleep(math.max(0, first_kill + (k - 1) * spacing - helpers.monotime()))
+          list[i]:kill("KILL")
+          list[i]:restart()
+          local t_up = helpers.monotime()
+          local back = helpers.wait_until(function() return value(list[i], key) == token end,
+            first_kill + k * spacing - 0.1 - helpers.monotime(), 0.05)
+          won_back[k] = back and string.format("%d:%.2fs", i, helpers.monotime() - t_up) or (i .. ":never")
+        end
+        -- the checker
+        local grants, attempts, errors = {}, 0, 0
+        for r, p in ipairs(rivals) do
+          assert.equal(0, p:wait(10), "rival " .. r .. ": " .. p:stderr())
+          local out = p:stdout()
+          for t_start, t_got in out:gmatch("grant (%S+) (%S+)") do
+            grants[#grants + 1] = { tonumber(t_start), tonumber(t_got) }
+          end
+          local a, e = out:match("attempts (%d+) errors (%d+)")
+          attempts, errors = attempts + tonumber(a), errors + tonumber(e)
+        end
+        assert.equal(0, holder:wait(10), "holder: " .. holder:stderr())
+        local hout = holder:stdout()
+        local last_true = tonumber(hout:match("last_true (%S+)"))
+        local lost_at, reason = hout:match("lost (%S+) (%S+)")
+        lost_at = tonumber(lost_at)
+        local while_held, unclear = 0, 0
+        for _, g in ipairs(grants) do
+          if g[2] <= last_true then
+            while_held = while_held + 1                -- granted, and held() true after that
+          elseif lost_at and g[1] < lost_at then
+            unclear = unclear + 1                      -- within one poll of the loss (not counted)
+          end
+        end
+        local story = string.format("%d rival grants (%d while the holder's held() was true, %d within a poll "
+          .. "of its loss), %d attempts, %d errors; holder %s; masters won back after each restart: %s",
+          #grants, while_held, unclear, attempts, errors,
+          lost_at and string.format("lost (%s) %.2f s after the first restart", reason, lost_at - first_kill)
+            or "held throughout",
+          table.concat(won_back, " "))
+        assert.is_true(attempts > 100 * restarts, story)   -- real contention
+        assert.equal(0, while_held, story)
+        -- held throughout, or the loss reported before any rival was granted
+        assert.is_true(lost_at ~= nil or last_true >= rivals_until, story)
+        if os.getenv("REDISLOCK_VERBOSE") then print(story) end
+        holder:stop()
+        for _, p in ipairs(rivals) do p:stop() end
+        stop_all(list)
+      end)
+  end
+
   -- A master restarted with an empty script cache answers NOSCRIPT, and the
   -- renewal is sent again by EVAL. Its answer came after the round it
   -- belonged to had ended (the two others made the majority), and was
