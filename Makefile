@@ -131,7 +131,8 @@ deps:
 test-deps:
 	@tools/deps.sh $(TEST_DEPS)
 
-build/scripts_gen.h: tools/gen_scripts.lua $(SCRIPTS)
+# (the folder too: its time changes when a script is added or removed)
+build/scripts_gen.h: tools/gen_scripts.lua $(SCRIPTS) lua/redislock/scripts
 	@mkdir -p build
 	$(LUA) tools/gen_scripts.lua $@ $(SCRIPTS)
 

@@ -222,22 +222,31 @@ describe("redlock", function()
     assert(helpers.wait_until(function() c:poll() return reason end, 4, 0.02))
     assert.equal("not held", reason)
     assert.is_false(l:held())
-    -- and a rival can take it: the documented cost of losing a majority
+    -- The round that found the key gone on two masters took both back (each
+    -- master answers alone, before the round can count), and reported the
+    -- loss, since two masters that held nothing are not a majority. It took
+    -- them back for the validity it had left, not for a fresh ttl like the
+    -- renewal on master 3 in the same round: they keep the name until about
+    -- the old lease end, no longer.
+    local pttl = {}
+    for i = 1, 3 do pttl[i] = tonumber((list[i]:cli_raw("PTTL", key))) end
+    assert.is_true(pttl[1] < pttl[3] - 250 and pttl[2] < pttl[3] - 250, "pttl " .. table.concat(pttl, " "))
+    -- and a rival can take it then: the documented cost of losing a majority
     local rival = assert(redislock.connect { redlock = urls })
-    assert(rival:acquire(l.name, { ttl = 1 })):release()
+    assert(rival:acquire(l.name, { ttl = 1, wait = 2 })):release()
     rival:close()
     c:close()
     stop_all(list)
   end)
 
   -- A lock granted by a bare majority (the third master held for a moment by
-  -- a rival's attempt) is taken back on that master by its first renewal:
-  -- the acquire confirmed the majority, as a renewal round does. Before,
-  -- the first renewal only saw the key gone and the second took it back,
-  -- so for two thirds of a ttl one master forgetting its key let a rival
-  -- in. Only a refusal the acquire read counts (the fan-out returns at a
-  -- majority), so master 2 answers 0.2 s late here: the acquire reads
-  -- master 3's refusal before it has its majority.
+  -- a rival's attempt) is taken back on that master by its first renewal,
+  -- as every round takes back each master that lacks the key. Once, the
+  -- first renewal only saw the key gone and the second took it back, so
+  -- for two thirds of a ttl one master forgetting its key let a rival in.
+  -- Master 2 answers 0.2 s late here, so that the acquire reads master 3's
+  -- refusal before it has its majority (it once mattered: only a refusal
+  -- the acquire read was claimed).
   it("a lock granted by a bare majority is taken back on the other master at its first renewal", function()
     local list, urls = servers(3)
     local c = assert(redislock.connect { redlock = urls })
@@ -307,28 +316,131 @@ describe("redlock", function()
     stop_all(list)
   end)
 
+  -- Both restarts within one renewal interval of a (ttl 10: its first
+  -- renewal comes at 3.3 s): a round between them would take master 1 back
+  -- before master 2 restarts, which is what the watchdog's claims are for
+  -- (the case under contention below), and b would find no majority free.
   it("restarting a majority without persistence lets a second holder in: the documented unsafe case", function()
     local list, urls = servers(3)
     local a = assert(redislock.connect { redlock = urls })
     local b = assert(redislock.connect { redlock = urls })
     local reason
-    local held = assert(a:acquire(fresh(), { ttl = 5, on_lost = function(_, why) reason = why end }))
+    local ttl = 10
+    local t0 = helpers.monotime()
+    local held = assert(a:acquire(fresh(), { ttl = ttl, on_lost = function(_, why) reason = why end }))
     list[1]:kill("KILL")
-    list[1]:restart()
     list[2]:kill("KILL")
+    list[1]:restart()
     list[2]:restart()
     -- both restarted masters forgot the lock: b gets a majority at once
-    local other = b:acquire(held.name, { ttl = 5, watchdog = false })
-    assert(other, "b could not take the name")
+    -- (wait: on a loaded machine, b's first request on a new connection to a
+    -- fresh server can outlast its per-master timeout, 0.25 s)
+    local other, err = b:acquire(held.name, { ttl = 5, wait = 1, watchdog = false })
+    local took = helpers.monotime() - t0
+    assert(took < ttl / 3, string.format("the restarts took %.2f s, past a's first renewal", took))
+    assert(other, "b could not take the name: " .. tostring(err))
     assert.are_not.equal(held.token, other.token)
     -- a learns it at its next renewal (a third of the ttl)
-    assert(helpers.wait_until(function() a:poll() return reason end, 4, 0.05))
+    assert(helpers.wait_until(function() a:poll() return reason end, ttl / 3 + 2, 0.05))
     assert.equal("not held", reason)
     other:release()
     a:close()
     b:close()
     stop_all(list)
   end)
+
+  -- SAFETY.md, "Redlock restarts under contention": masters restarted empty
+  -- one at a time, more than a ttl apart, while two rival processes loop
+  -- acquire(wait = 0). Each rival's attempt holds the restarted master for a
+  -- moment (it gets that one, not a majority, and releases it), so the
+  -- holder's renewal there finds "someone else's" far more often than "gone".
+  -- Before, only "gone" led to a claim: the master was never won back, the
+  -- next restart left the holder a minority, and the rivals were granted the
+  -- name thousands of times while the holder's held() was still true. Now
+  -- every round claims where our token is missing (SET NX, for the validity
+  -- left). The holder (its own process) polls held() every 2 ms; a rival
+  -- grant counts against it when the holder still saw the lock held after
+  -- the grant had returned. The holder must keep it, or report the loss
+  -- before any rival is granted.
+  for _, n in ipairs({ 3, 5 }) do
+    it("with " .. n .. " masters restarted empty one at a time under two rivals: no rival is granted while held",
+      function()
+        local list, urls = servers(n)
+        local name = fresh()
+        local key = "{" .. name .. "}"
+        local ttl, restarts = 1, 6
+        local spacing = 1.5 * ttl                 -- kill to kill: more than a ttl apart
+        local t0 = helpers.monotime()
+        local first_kill = t0 + 1.5                -- the holder on every master, the rivals running
+        local rivals_until = first_kill + restarts * spacing
+        local holder_until = rivals_until + 0.5    -- it watches past the rivals' last attempt
+        local function contender(role, stop_at)
+          return helpers.spawn(helpers.lua_cmd("spec/support/redlock_contender.lua", role,
+            table.concat(urls, ","), name, ttl, string.format("%.6f", stop_at)))
+        end
+        local holder = contender("holder", holder_until)
+        local token = helpers.wait_until(function()
+          if not holder:stdout():find("^held ") then return nil end
+          local v = value(list[1], key)
+          for i = 2, n do
+            if value(list[i], key) ~= v then return nil end
+          end
+          return v
+        end, 5, 0.02)
+        assert(token, "the holder never held the name on every master: " .. holder:stderr())
+        local rivals = { contender("rival", rivals_until), contender("rival", rivals_until) }
+        -- restarts, and for each how long until the holder had that master back
+        local won_back = {}
+        for k = 1, restarts do
+          local i = (k - 1) % n + 1
+          helpers.sleep(math.max(0, first_kill + (k - 1) * spacing - helpers.monotime()))
+          list[i]:kill("KILL")
+          list[i]:restart()
+          local t_up = helpers.monotime()
+          local back = helpers.wait_until(function() return value(list[i], key) == token end,
+            first_kill + k * spacing - 0.1 - helpers.monotime(), 0.05)
+          won_back[k] = back and string.format("%d:%.2fs", i, helpers.monotime() - t_up) or (i .. ":never")
+        end
+        -- the checker
+        local grants, attempts, errors = {}, 0, 0
+        for r, p in ipairs(rivals) do
+          assert.equal(0, p:wait(10), "rival " .. r .. ": " .. p:stderr())
+          local out = p:stdout()
+          for t_start, t_got in out:gmatch("grant (%S+) (%S+)") do
+            grants[#grants + 1] = { tonumber(t_start), tonumber(t_got) }
+          end
+          local a, e = out:match("attempts (%d+) errors (%d+)")
+          attempts, errors = attempts + tonumber(a), errors + tonumber(e)
+        end
+        assert.equal(0, holder:wait(10), "holder: " .. holder:stderr())
+        local hout = holder:stdout()
+        local last_true = tonumber(hout:match("last_true (%S+)"))
+        local lost_at, reason = hout:match("lost (%S+) (%S+)")
+        lost_at = tonumber(lost_at)
+        local while_held, unclear = 0, 0
+        for _, g in ipairs(grants) do
+          if g[2] <= last_true then
+            while_held = while_held + 1                -- granted, and held() true after that
+          elseif lost_at and g[1] < lost_at then
+            unclear = unclear + 1                      -- within one poll of the loss (not counted)
+          end
+        end
+        local story = string.format("%d rival grants (%d while the holder's held() was true, %d within a poll "
+          .. "of its loss), %d attempts, %d errors; holder %s; masters won back after each restart: %s",
+          #grants, while_held, unclear, attempts, errors,
+          lost_at and string.format("lost (%s) %.2f s after the first restart", reason, lost_at - first_kill)
+            or "held throughout",
+          table.concat(won_back, " "))
+        assert.is_true(attempts > 100 * restarts, story)   -- real contention
+        assert.equal(0, while_held, story)
+        -- held throughout, or the loss reported before any rival was granted
+        assert.is_true(lost_at ~= nil or last_true >= rivals_until, story)
+        if os.getenv("REDISLOCK_VERBOSE") then print(story) end
+        holder:stop()
+        for _, p in ipairs(rivals) do p:stop() end
+        stop_all(list)
+      end)
+  end
 
   -- A master restarted with an empty script cache answers NOSCRIPT, and the
   -- renewal is sent again by EVAL. Its answer came after the round it

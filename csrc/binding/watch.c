@@ -78,19 +78,6 @@ static int meth_renewed(lua_State *L) {
     return 0;
 }
 
-/* watch:claim(masters): Redlock only, right after watch: the masters that
- * refused the lock because another value was there, as a sum of 2^(i-1)
- * for the i-th (at most the first 52: exact in a double, on every Lua),
- * are asked to take the key back at the first renewal (wd_claim). */
-static int meth_claim(lua_State *L) {
-    watch_ud *u = watch_check(L);
-    lua_Number m = luaL_checknumber(L, 2);
-    if (!(m >= 0 && m < 4503599627370496.0) || m != (lua_Number)(uint64_t)m)
-        return luaL_argerror(L, 2, "not a set of masters");
-    if (u->w != NULL) wd_claim(u->w, u->id, (uint64_t)m);
-    return 0;
-}
-
 /* watch:id() -> the id that client:losses() reports. */
 static int meth_id(lua_State *L) {
     watch_ud *u = watch_check(L);
@@ -129,7 +116,6 @@ static int meth_tostring(lua_State *L) {
 static const luaL_Reg watch_methods[] = {
     {"state", meth_state},
     {"renewed", meth_renewed},
-    {"claim", meth_claim},
     {"id", meth_id},
     {"unwatch", meth_unwatch},
     {NULL, NULL}

@@ -16,6 +16,7 @@
 
 #include "monotime.h"
 #include "native_detect.h"
+#include "script.h"
 #include "slot.h"
 
 /* The topology changed (a new master, a doubt cast or lifted): the thread
@@ -35,6 +36,12 @@ wd *wd_new(topo *t, char *errbuf, size_t errlen) {
     w->wake_fd = -1;
     w->losses.efd = -1;
     if (conn_config_copy(&w->cfg, &t->cfg) != 0) goto nomem;
+    w->extend_script = script_find("extend");
+    w->renew_script = script_find("redlock_renew");
+    if (w->extend_script == NULL || w->renew_script == NULL) {
+        snprintf(errbuf, errlen, "a renewal script is not embedded (build/scripts_gen.h)");
+        goto fail;
+    }
     if (wd_losses_init(&w->losses) != 0 ||
         (w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
         snprintf(errbuf, errlen, "cannot make an eventfd: %s", strerror(errno));
@@ -371,15 +378,6 @@ void wd_renewed(wd *w, uint64_t id, int64_t ttl_ms, int64_t lease_end_ms, int64_
             if (e->next_at < w->wake_at) wd_wake(w);
         }
     }
-    pthread_mutex_unlock(&w->mu);
-}
-
-void wd_claim(wd *w, uint64_t id, uint64_t masters) {
-    wd_entry *e;
-    if (w->t->mode != TOPO_REDLOCK) return;
-    pthread_mutex_lock(&w->mu);
-    e = wd_idmap_get(&w->ids, id);
-    if (e != NULL && e->state == WD_HELD && e->pid == proc_id()) e->missing |= masters;
     pthread_mutex_unlock(&w->mu);
 }
 

@@ -83,13 +83,6 @@ int wd_status(wd *w, uint64_t id, int64_t *lease_end_ms);
  * and then renew at once to settle which PEXPIRE Redis ran last). */
 void wd_renewed(wd *w, uint64_t id, int64_t ttl_ms, int64_t lease_end_ms, int64_t sent_ms);
 
-/* Redlock: masters (bit i: the i-th, as fan-outs and links count them)
- * that refused the lock at its acquire, which confirmed a majority.
- * Its first renewal takes the key back on those where it is gone
- * (redlock_claim.lua), as after any round that confirmed a majority,
- * rather than two rounds later. No effect in other modes. */
-void wd_claim(wd *w, uint64_t id, uint64_t masters);
-
 /* Moves up to max pending loss reports into ids/states; returns how many.
  * Also drains the notification fd. */
 int wd_take_losses(wd *w, uint64_t *ids, int *states, int max);

@@ -31,16 +31,16 @@ typedef struct wd_entry {
     int failing;            /* the last renewal got no usable answer */
     int queued;             /* requests of its renewal waiting for a reply
                                (one; Redlock: one per master) */
-    uint64_t missing;       /* Redlock: masters (link index bits) whose key
-                               was gone in a round that kept a majority, or
-                               that refused the acquire (wd_claim): the
-                               next renewal takes it back there */
     uint32_t round;         /* which renewal its requests belong to: answers
                                to an older one (Redlock went on without
                                them) are only counted off */
     int r_ok, r_no, r_fail; /* this renewal's answers so far: renewed, not
                                held, no usable answer (Redlock counts a
                                majority; elsewhere there is one) */
+    int contested;          /* Redlock: a master answered "someone else's"
+                               (a rival's attempt, most often) since this
+                               renewal was sent: the next comes sooner, to
+                               take that master back (wd_contested) */
     int64_t flight_end;     /* the lease end that renewal gives if it succeeds */
     int orphaned;           /* unwatched while queued: freed once the
                                renewal is answered or its link dropped */

@@ -37,8 +37,8 @@ typedef struct wd_req {
                                a SCRIPT LOAD of its script still in flight */
     unsigned native;        /* sent as this native command (native_cmd.h), 0: the script */
     int asking;             /* sent after ASKING (a slot being migrated) */
-    const struct script_def *script;  /* extend, redlock_renew or redlock_claim
-                                         (with no e: a SCRIPT LOAD of it) */
+    const struct script_def *script;  /* extend or redlock_renew (with no
+                                         e: a SCRIPT LOAD of it) */
     uint32_t round;         /* the entry's round it was sent in */
 } wd_req;
 
@@ -76,6 +76,10 @@ struct wd {
                                it. A lock due no earlier needs no wakeup. */
 
     topo *t;                /* where keys live (shared with the Lua side) */
+    /* The renewal scripts, looked up once by wd_new: each client's thread
+     * only reads its own watchdog's (a lazy static filled from every
+     * thread at once was a data race). */
+    const struct script_def *extend_script, *renew_script;
     topo_snap *snap;        /* the snapshot links is built for */
     conn_config cfg;        /* settings for the links (the topology's) */
     wd_link *links;         /* one per node of snap */

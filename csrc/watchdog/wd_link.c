@@ -58,31 +58,38 @@ static int wd_link_queue_failed(wd *w, wd_link *l) {
 /* EVALSHA (or EVAL) extend 1 key token ttl (script_append), queued on the link's conn,
  * after an ASKING when the slot is being migrated to this node; or the
  * native command that does what the script does, where the node has one
- * (native_cmd.h; known once the link's handshake was read). */
+ * (native_cmd.h; known once the link's handshake was read). Redlock:
+ * redlock_renew 1 key token ttl left, on every master, every round. */
 int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t sent_at,
                   const struct script_def *script, uint32_t round) {
-    static const script_def *extend, *redlock_renew, *redlock_claim;
-    const char *argv[3];
-    size_t lens[3];
+    const char *argv[4];
+    size_t lens[4];
+    char left_txt[24];
     uint64_t from;
     wd_req *req;
     const script_def *renew;
     native_cmd nc;
-    int eval = how & WD_SEND_EVAL;
-    if (extend == NULL) {
-        extend = script_find("extend");
-        redlock_renew = script_find("redlock_renew");
-        redlock_claim = script_find("redlock_claim");
-    }
-    renew = e->renew ? e->renew : extend;
-    if (script != NULL) {
+    int eval = how & WD_SEND_EVAL, nargs = 3;
+    renew = e->renew ? e->renew : w->extend_script;
+    if (script != NULL)
         renew = script;   /* sent again as it was (after NOSCRIPT) */
-    } else if (w->t->mode == TOPO_REDLOCK) {
-        /* a master whose key was gone in a round that kept a majority
-         * takes it back now (redlock_claim.lua says why that is safe) */
-        uint64_t bit = (uint64_t)1 << ((l - w->links) & 63);
-        renew = (e->missing & bit) ? redlock_claim : redlock_renew;
-        e->missing &= ~bit;
+    else if (w->t->mode == TOPO_REDLOCK)
+        renew = w->renew_script;
+    if (renew == w->renew_script) {
+        /* Where the master lacks our key, the script takes it back for
+         * the validity left now. Only a held lock gets here (wd_collect:
+         * its lease_end not passed, so the majority of the acquire or of
+         * the last round holds it until then; wd_resend: held and not
+         * unwatched), never one whose release was sent (redlock.lua
+         * unwatches first, and an orphan is never sent again), and the
+         * claim gives no more than that majority holds. Counted from now,
+         * not from sent_at: a request sent again (NOSCRIPT) gets what is
+         * left then. 0: nothing left, nothing taken back. */
+        int64_t left = e->lease_end - monotime_ms();
+        if (left < 1) left = 0;
+        lens[3] = resp_i64(left_txt, (long long)left);
+        argv[3] = left_txt;
+        nargs = 4;
     }
     /* room was reserved at watch; a SCRIPT LOAD and an ASKING may need more */
     if (l->n + 3 > l->cap && wd_link_reserve(l, l->n + 3) != 0) return -1;
@@ -115,7 +122,7 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
         req->to = l->c->queued_total;
     }
     from = l->c->queued_total;
-    /* the script's key and arguments: key token ttl */
+    /* the script's key and arguments: key token ttl [left] */
     argv[0] = e->key;
     lens[0] = e->klen;
     argv[1] = e->token;
@@ -128,8 +135,8 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
     argv[2] = e->ttl_txt;
     nc.op = 0;
     if (!(how & (WD_SEND_EVAL | WD_SEND_SCRIPT | WD_SEND_AFTER_LOAD)))
-        native_build(l->c->native, renew, 3, argv, lens, &nc);
-    if (nc.op ? conn_append(l->c, nc.argc, nc.argv, nc.lens) : script_append(l->c, renew, eval, 3, argv, lens))
+        native_build(l->c->native, renew, nargs, argv, lens, &nc);
+    if (nc.op ? conn_append(l->c, nc.argc, nc.argv, nc.lens) : script_append(l->c, renew, eval, nargs, argv, lens))
         return wd_link_queue_failed(w, l);
     req = wd_link_at(l, l->n++);
     req->e = e;

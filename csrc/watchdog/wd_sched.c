@@ -5,7 +5,10 @@
  *
  * Renewal: each lock is renewed at a third of its ttl with the very `extend`
  * script that lock:extend sends. Locks due within half a renewal interval
- * of each other go out together, as one pipeline.
+ * of each other go out together, as one pipeline. Redlock: redlock_renew
+ * on every master, which also takes the key back where it is gone; a
+ * master holding someone else's value brings the next round forward
+ * (wd_contested).
  *
  * Loss: "not held" from Redis is final at once. A renewal that gets no
  * answer is retried after ttl/10; the lock is declared lost when the lease
@@ -48,6 +51,35 @@ int64_t wd_retry_at(const wd_entry *e, int64_t now) {
 /* How many nodes vote on a lock's renewal, and how many must agree. */
 static int wd_voters(const wd *w) {
     return w->t->mode == TOPO_REDLOCK ? w->nlinks : 1;
+}
+
+/* How soon a contested Redlock lock is renewed again (wd_contested):
+ * within ttl/30, at least WD_RETRY_MIN_MS. */
+static int64_t wd_contest_at(const wd_entry *e, int64_t now) {
+    int64_t in = e->ttl_ms / 30;
+    return now + (in < WD_RETRY_MIN_MS ? WD_RETRY_MIN_MS : in);
+}
+
+/* Redlock: a master answered "someone else's" while the lock is held.
+ * Most often a rival's attempt: it holds that one master for a moment, then
+ * fails (no rival can have a majority while we do) and releases it. Our
+ * lock then rests on one master fewer, and one more restart or eviction
+ * could hand the majority to rivals that keep trying: the next round, which
+ * takes the master back if it is free by then, comes within ttl/30 instead
+ * of ttl/3, for as long as that goes on. (Two rivals looping on one name
+ * keep a restarted master busy most of the time: at ttl/3, the few rounds
+ * before the next fault often all met a rival there.) A round still open
+ * is rescheduled when it ends (wd_outcome); one already ended (this
+ * answer came after its quorum) now. */
+static void wd_contested(wd *w, wd_entry *e, int64_t now) {
+    int64_t soon = wd_contest_at(e, now);
+    if (e->orphaned || e->state != WD_HELD) return;
+    e->contested = 1;
+    if (e->heap_pos < 0 || e->next_at <= soon) return;
+    wd_heap_remove(&w->heap, e);   /* (next_at changes only out of the heap) */
+    e->next_at = soon;
+    e->slack = 0;
+    wd_heap_push(&w->heap, e);
 }
 
 /* A renewal that succeeded (a majority of masters, for Redlock), sent at
@@ -93,8 +125,9 @@ static void wd_renewal_failed(wd *w, wd_entry *e, int64_t now) {
 /* One request of e's renewal is done: outcome 1 renewed, 0 not held, -1
  * no usable answer (no reply, its link dropped, an error reply). With one
  * node that decides it; with Redlock's N masters the lock is lost as soon
- * as more than N - quorum say "not held", and renewed once all answered
- * with a quorum renewed. */
+ * as more than N - quorum say "not held" (then fewer than a majority held
+ * our token with time left when the round reached them), and renewed once
+ * a quorum renewed. */
 void wd_outcome(wd *w, wd_entry *e, int outcome, uint32_t round, int64_t sent_at, int64_t ttl_ms,
                 int64_t now) {
     int n, quorum, ok;
@@ -115,7 +148,6 @@ void wd_outcome(wd *w, wd_entry *e, int outcome, uint32_t round, int64_t sent_at
     quorum = n / 2 + 1;
     if (e->r_no > n - quorum) {
         e->r_ok = e->r_no = e->r_fail = 0;
-        e->missing = 0;
         e->round++;
         wd_mark_lost(w, e, WD_NOT_HELD);
         return;
@@ -129,9 +161,9 @@ void wd_outcome(wd *w, wd_entry *e, int outcome, uint32_t round, int64_t sent_at
     if (ok >= quorum) {
         wd_renewal_ok(w, e, sent_at, ttl_ms, now);
     } else {
-        e->missing = 0;   /* no majority confirmed: take nothing back */
         wd_renewal_failed(w, e, now);
     }
+    if (e->contested) wd_contested(w, e, now);   /* (seen while the round was open) */
 }
 
 /* A request of e's renewal got no usable answer. */
@@ -168,7 +200,7 @@ static int wd_resend(wd *w, wd_link *l, wd_entry *e, int how, int asking, const 
 int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now) {
     wd_entry *e = req->e;
     recovery rec;
-    int outcome;
+    int outcome, contested;
     redisReply mapped;
     if (req->native) {
         /* A native command stood in for the script: its answer read as the
@@ -223,20 +255,21 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
      * after ttl/10 while the lease lasts (wd_renewal_failed), the
      * watchdog's own pause. */
     if (rec.todo & RECOVERY_RESOLVE) w->want_refresh = 1;
-    /* extend answers 1 (renewed) or 0; redlock_renew 1, 2 (the key is
-     * gone: "not held" here, taken back next time if this round keeps a
-     * majority) or 0; redlock_claim 1, 3 (taken back) or 0 */
+    /* extend answers 1 (renewed) or 0; redlock_renew 1 (renewed), or "not
+     * held" in this round: 3 (the key was gone and is taken back: renewed
+     * next round, it held nothing when this one reached it), 2 (gone, no
+     * validity left to take it back for), 0 (someone else's) */
+    contested = 0;
     if (r->type != REDIS_REPLY_INTEGER) {
         outcome = -1;
-    } else if (r->integer == 2 && w->t->mode == TOPO_REDLOCK) {
-        outcome = 0;
-        /* (a straggler too: with a quorum deciding at once, the last
-         * master's answer often comes after its round ended) */
-        e->missing |= (uint64_t)1 << ((l - w->links) & 63);
+    } else if (w->t->mode == TOPO_REDLOCK) {
+        outcome = r->integer == 1 ? 1 : 0;
+        contested = r->integer == 0 && !e->orphaned;   /* (an orphan may be freed below) */
     } else {
         outcome = r->integer >= 1 ? 1 : 0;
     }
     wd_outcome(w, e, outcome, req->round, req->sent_at, req->ttl_ms, now);
+    if (contested) wd_contested(w, e, now);
     return (rec.todo & RECOVERY_DROP) && outcome < 0;
 }
 
@@ -288,6 +321,7 @@ void wd_collect(wd *w, int64_t now) {
              * "no usable answer" right away */
             int i, failed = 0;
             e->r_ok = e->r_no = e->r_fail = 0;
+            e->contested = 0;
             for (i = 0; i < w->nlinks; i++) {
                 l = &w->links[i];
                 if (wd_link_open(l, now) != 0 || wd_link_queue(w, l, e, 0, 0, now, NULL, e->round) != 0)

@@ -26,11 +26,12 @@
 -- watchdog  renews on all N masters in one polled fan-out (the C thread):
 --           held while a majority renewed within the lease; lost as soon as
 --           more than N - quorum answer "not held", or at the lease end
---           without a majority. A master that lost the key while a round
---           confirmed a majority takes it back in the next round, and one
---           that refused the acquire (a rival's attempt was there) at the
---           first renewal (lua/redislock/scripts/redlock_claim.lua says why
---           that is safe).
+--           without a majority. Every round also takes the key back (SET
+--           NX, for the validity left) on each master that lacks it: after
+--           a restart, or where the acquire met a rival's attempt; a master
+--           holding someone else's value counts as "not held" in that round
+--           and is asked again in the next
+--           (lua/redislock/scripts/redlock_renew.lua says why that is safe).
 -- release   on all masters; "not held" only if no master still had our
 --           token (and every master answered).
 -- fence     nil: per-master counters give no order across masters (a
@@ -112,44 +113,34 @@ function RedlockClient:_release_all(key, token, ttl)
   return had, answered == #results, results
 end
 
--- The masters that refused the acquire because another value was there (a
--- rival's attempt, often gone a moment later), as watch:claim takes them:
--- the sum of 2^(i-1) for the i-th (arithmetic, not bit operators: Lua 5.1
--- and LuaJIT have none). Not those that failed or were not waited for: a
--- claim recreates a missing key, and one still on the wire when the lock is
--- released can leave our key behind there for a ttl (it blocks that
--- master, never makes a second holder); claiming every slow master would
--- make that a risk of nearly every lock. A master whose key is missing for
--- another reason is taken back after the first round, as before.
--- Also how many refused, and the shortest lease left among the holders
--- they named (holder_ms: a waiter never sleeps past it).
+-- How many masters refused the acquire because another value was there,
+-- and the shortest lease left among the holders they named (holder_ms: a
+-- waiter never sleeps past it).
 local function refusals(results)
-  local set, count, holder_ms = 0, 0, nil
-  for i, r in ipairs(results) do
+  local count, holder_ms = 0, nil
+  for _, r in ipairs(results) do
     if type(r.ok) == "table" and r.ok[1] == 0 then
       count = count + 1
-      if i <= 52 then set = set + 2 ^ (i - 1) end
       if r.ok[2] and r.ok[2] > 0 then holder_ms = math.min(holder_ms or math.huge, r.ok[2]) end
     end
   end
-  return set, count, holder_ms
+  return count, holder_ms
 end
 
--- One attempt at t0: the lock's lease end and the masters that refused it,
--- or nil, err, holder_ms.
+-- One attempt at t0: the lock's lease end, or nil, err, holder_ms.
 function RedlockClient:_attempt(key, token, ttl)
   local t0 = monotime()
   local results = self._conn:fanout(self:master_timeout(ttl), self._quorum, "redlock_acquire",
     key, token, ttl_ms(ttl))
   local granted = tally(results)
   local expires = lockmod.lease_end(t0, ttl)
-  if granted >= self._quorum and monotime() < expires then return expires, (refusals(results)) end
+  if granted >= self._quorum and monotime() < expires then return expires end
   -- not ours: leave nothing behind on any master
   self:_release_all(key, token, ttl)
   if granted >= self._quorum then
     return nil, "connection too slow: the majority came after the lease ended"
   end
-  local _, busy, holder_ms = refusals(results)
+  local busy, holder_ms = refusals(results)
   if busy > #results - self._quorum then return nil, "busy", holder_ms end
   local err = first_error(results)
   return nil, err or "busy", holder_ms
@@ -182,7 +173,6 @@ function RedlockClient:_acquire(fname, name, opts)
     while true do
       local expires, aerr, holder_ms = self:_attempt(keys.lock, token, ttl)
       if expires then
-        local others = aerr   -- (on success: the masters that refused it)
         local l = setmetatable(lockmod.new(self, name, keys, token, nil, ttl, expires, opts.on_lost), RedlockLock)
         if opts.watchdog ~= false then
           local watch, werr = self._conn:watch(keys.lock, token, ttl, expires, max_hold and monotime() + max_hold)
@@ -192,9 +182,6 @@ function RedlockClient:_acquire(fname, name, opts)
           end
           l._watch = watch
           self._locks[werr] = l   -- (werr: the watch's id)
-          -- the acquire confirmed a majority: the first renewal may take
-          -- the key back where it is missing (redlock_claim.lua)
-          if others > 0 then watch:claim(others) end
         end
         return l
       end
