@@ -107,7 +107,7 @@ $(foreach v,$(sort $(VARIANTS)),$(eval $(call core_variant,$(v))))
 TARGET  = redislock/core.so
 $(TARGET): build/$(LUA_PC)/redislock/core.so
 	@mkdir -p $(dir $@)
-	cp $< $@
+	cp $< $@.tmp && mv -f $@.tmp $@   # (a new file: a process may have the old one loaded)
 
 SCRIPTS = $(sort $(wildcard lua/redislock/scripts/*.lua))
 LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lua))
