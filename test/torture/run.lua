@@ -70,6 +70,8 @@ math.randomseed(opts.seed)
 local TTL = opts.ttl
 local CONTROLS = math.max(2, math.floor(opts.procs / 4))
 local FENCED_NAMES = { "f1", "f2" }
+-- (not `table.unpack and table.unpack(t) or unpack(t)`: and/or keep one value)
+local unpack_ = table.unpack or unpack -- luacheck: ignore 143
 local CONTROL_NAMES = { "c1" }
 
 local function now() return core.monotime() end
@@ -136,7 +138,7 @@ for i = 1, opts.procs do
   local names = w.mode == "plain" and CONTROL_NAMES or FENCED_NAMES
   w.proc = helpers.spawn(helpers.lua_cmd("test/torture/worker.lua",
     lock_url or "redis://127.0.0.1:" .. w.port, store.url, w.mode, opts.duration, TTL, opts.cs,
-    table.unpack and table.unpack(names) or unpack(names))) -- luacheck: ignore 143
+    unpack_(names)))
   workers[i] = w
 end
 say("torture: %d workers (%s), ttl %g s, %g s, a fault every %g s, seed %d%s",
