@@ -15,7 +15,8 @@
 #   make test52     the same specs on Lua 5.2 (and test53 on 5.3)
 #   make torture    fault-injection run with a report (DURATION=300 for the long one;
 #                   SENTINEL=1 over Sentinel, with failovers; REDLOCK=3 over
-#                   three Redlock masters)
+#                   three Redlock masters; RESOURCE=postgres: the resource
+#                   store is PostgreSQL, docs/fencing-postgres.md's SQL)
 #   make bench      benchmarks against raw hiredis baselines (bench/README.md):
 #                   handoff, cycle, renew, watchdog CPU, callgrind, Redlock
 #                   latency (the watchdog CPU run holds each lock count 30 s, as
@@ -173,7 +174,7 @@ PROCS    ?= 8
 torture: test-deps
 	@$(MAKE) --no-print-directory all
 	@$(LUA) test/torture/run.lua --duration $(DURATION) --procs $(PROCS) $(if $(SEED),--seed $(SEED)) \
-	    $(if $(SENTINEL),--sentinel 1) $(if $(REDLOCK),--redlock $(REDLOCK))
+	    $(if $(SENTINEL),--sentinel 1) $(if $(REDLOCK),--redlock $(REDLOCK)) $(if $(RESOURCE),--resource $(RESOURCE))
 
 # The benchmarks (bench/README.md). The peers of bench/cycle.lua: redis-py
 # from Debian, node-redlock from npm (pinned by bench/peers/package-lock.json);
