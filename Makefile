@@ -4,6 +4,8 @@
 #                   redislock/core.so for Lua 5.4 (DEPS=no: no packages)
 #   make test       install missing Debian packages, build, run the specs
 #   make demo       contended counter against a throwaway redis-server
+#   make demo-postgres  inventory on a throwaway PostgreSQL, holders frozen past
+#                   their lease: the oversell with and without fences
 #   make lint       luacheck on lua/ and spec/
 #   make ctest      the C unit tests (test/c/), no server needed
 #   make install    into $(DESTDIR)$(PREFIX) (LUA_LMOD / LUA_CMOD)
@@ -69,7 +71,7 @@ LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lu
 
 TARGET  = redislock/core.so
 
-.PHONY: all deps test-deps test ctest specs lint demo install install-files uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 test52 test53 testjit fuzz
+.PHONY: all deps test-deps test ctest specs lint demo demo-postgres install install-files uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 test52 test53 testjit fuzz
 
 # DEPS=no: install no Debian packages (luarocks passes it: it brings the Lua
 # headers itself, and may not run as root). Without it a plain `make` on a
@@ -138,6 +140,10 @@ lint: test-deps
 demo: test-deps
 	@$(MAKE) --no-print-directory all
 	@$(LUA) tools/demo.lua
+
+demo-postgres: test-deps
+	@$(MAKE) --no-print-directory all
+	@$(LUA) tools/demo_postgres.lua
 
 # ASan+UBSan build of the core, loaded into the stock interpreter through
 # LD_PRELOAD (the interpreter itself is not instrumented).
