@@ -3,15 +3,15 @@
 -- transfer that must not run twice). The specs, `make torture
 -- RESOURCE=postgres` and `make demo-postgres` run exactly this code; the
 -- doc quotes it, and spec/29-postgres_fences_spec.lua checks that every
--- block it quotes is here word for word.
+-- block and statement it quotes is here word for word.
 --
 -- db is a LuaSQL connection (require "luasql.postgres"). Every function
 -- returns its result, or nil, "stale" when a newer holder of the lock has
 -- been seen (nothing was changed), or nil, err from PostgreSQL (the
 -- transaction was rolled back). M.unfenced has the same functions without
 -- the fence guard: the negative control, which must lose updates.
--- LuaSQL has no bound parameters: every value put into SQL text here is an
--- integer, written by int(), or a constant.
+-- LuaSQL has no bound parameters: the statements' $1, $2, ... are filled
+-- in by bind(), with integers only (int()).
 -- Lua 5.1 and LuaJIT too (no goto, no integer division).
 local M = {}
 
@@ -53,21 +53,33 @@ local function int(n)
 end
 M.int = int
 
+-- A statement with $1, $2, ... replaced by the integers given.
+local function bind(sql, ...)
+  local args = { ... }
+  return (sql:gsub("%$(%d+)", function(i) return int(args[tonumber(i)]) end))
+end
+
+-- Runs a statement: LuaSQL's result (a cursor, or the number of rows
+-- changed), or nil, err.
+local function exec(db, sql, ...)
+  return db:execute(bind(sql, ...))
+end
+
 -- The first row of a query as a list of strings, false if it has none.
-local function row(db, sql)
-  local cur, err = db:execute(sql)
+local function row(db, sql, ...)
+  local cur, err = exec(db, sql, ...)
   if not cur then return nil, err end
   local r = cur:fetch({}, "n")
   cur:close()
   return r or false
 end
 
--- Runs fn(db) in a transaction: COMMIT if it returns a value, ROLLBACK if it
+-- Runs fn() in a transaction: COMMIT if it returns a value, ROLLBACK if it
 -- returns nil, err (or raises, raised again after the ROLLBACK).
 local function transaction(db, fn)
   local begun, berr = db:execute("BEGIN")
   if not begun then return nil, berr end
-  local ok, res, err = pcall(fn, db)
+  local ok, res, err = pcall(fn)
   if ok and res ~= nil then
     local done, cerr = db:execute("COMMIT")
     if not done then return nil, cerr end
@@ -85,31 +97,28 @@ M.transaction = transaction
 -- and record our fence, unless a newer holder has been seen.
 function M.read_stock(db, item, fence)
   return transaction(db, function()
-    local r, err = row(db, ("SELECT stock, last_fence <= %s FROM items WHERE id = %s FOR UPDATE")
-      :format(int(fence), int(item)))
+    local r, err = row(db, "SELECT stock, last_fence <= $2 FROM items WHERE id = $1 FOR UPDATE", item, fence)
     if not r then return nil, err or "no item " .. int(item) end
     if r[2] ~= "t" then return nil, "stale" end
     local ok
-    ok, err = db:execute(("UPDATE items SET last_fence = %s WHERE id = %s"):format(int(fence), int(item)))
+    ok, err = exec(db, "UPDATE items SET last_fence = $2 WHERE id = $1", item, fence)
     if not ok then return nil, err end
     return tonumber(r[1])
   end)
 end
 
--- The guarded write: sell one unit (stock read above, minus one) and record
--- the order, both or neither, unless a newer holder has been seen.
+-- The guarded write: sell one unit (the stock read above, minus one) and
+-- record the order, both or neither, unless a newer holder has been seen.
 -- Returns the order's id.
 function M.sell_one(db, item, fence, stock)
   return transaction(db, function()
-    local r, err = row(db, ("SELECT last_fence <= %s FROM items WHERE id = %s FOR UPDATE")
-      :format(int(fence), int(item)))
+    local r, err = row(db, "SELECT last_fence <= $2 FROM items WHERE id = $1 FOR UPDATE", item, fence)
     if not r then return nil, err or "no item " .. int(item) end
     if r[1] ~= "t" then return nil, "stale" end
     local ok
-    ok, err = db:execute(("UPDATE items SET stock = %s WHERE id = %s"):format(int(stock - 1), int(item)))
+    ok, err = exec(db, "UPDATE items SET stock = $2 WHERE id = $1", item, stock - 1)
     if not ok then return nil, err end
-    r, err = row(db, ("INSERT INTO orders (item_id, fence) VALUES (%s, %s) RETURNING id")
-      :format(int(item), int(fence)))
+    r, err = row(db, "INSERT INTO orders (item_id, fence) VALUES ($1, $2) RETURNING id", item, fence)
     if not r then return nil, err end
     return tonumber(r[1])
   end)
@@ -118,33 +127,36 @@ end
 -- Transfer -------------------------------------------------------------------
 
 -- The read that raises the bar, as one statement: under the lock
--- "transfer:<id>", the transfer's status, and our fence recorded.
+-- "transfer:<id>", the transfer's status, and our fence recorded. No row:
+-- a newer holder has been seen.
 function M.read_transfer(db, id, fence)
-  local r, err = row(db, ("UPDATE transfers SET last_fence = %s WHERE id = %s AND last_fence <= %s"
-    .. " RETURNING status"):format(int(fence), int(id), int(fence)))
+  local r, err = row(db, [[
+    UPDATE transfers SET last_fence = $2
+     WHERE id = $1 AND last_fence <= $2
+    RETURNING status]], id, fence)
   if r == false then return nil, "stale" end
   if not r then return nil, err end
   return r[1]
 end
 
 -- Applies a transfer read as 'pending': last_fence checked and raised in
--- the same transaction that moves the money, so a paused older holder's
+-- the transaction that moves the money, so a paused older holder's
 -- transaction is refused whole.
 function M.apply_transfer(db, id, fence)
   return transaction(db, function()
-    local t, err = row(db, ("UPDATE transfers SET status = 'done', last_fence = %s"
-      .. " WHERE id = %s AND last_fence <= %s RETURNING from_id, to_id, amount")
-      :format(int(fence), int(id), int(fence)))
+    local t, err = row(db, [[
+      UPDATE transfers SET status = 'done', last_fence = $2
+       WHERE id = $1 AND last_fence <= $2
+      RETURNING from_id, to_id, amount]], id, fence)
     if t == false then return nil, "stale" end
     if not t then return nil, err end
-    for _, sql in ipairs({
-      ("UPDATE accounts SET balance = balance - %s WHERE id = %s"):format(int(t[3]), int(t[1])),
-      ("UPDATE accounts SET balance = balance + %s WHERE id = %s"):format(int(t[3]), int(t[2])),
-      ("INSERT INTO ledger (transfer_id, fence) VALUES (%s, %s)"):format(int(id), int(fence)),
-    }) do
-      local ok, e = db:execute(sql)
-      if not ok then return nil, e end
-    end
+    local ok
+    ok, err = exec(db, "UPDATE accounts SET balance = balance - $2 WHERE id = $1", t[1], t[3])
+    if not ok then return nil, err end
+    ok, err = exec(db, "UPDATE accounts SET balance = balance + $2 WHERE id = $1", t[2], t[3])
+    if not ok then return nil, err end
+    ok, err = exec(db, "INSERT INTO ledger (transfer_id, fence) VALUES ($1, $2)", id, fence)
+    if not ok then return nil, err end
     return true
   end)
 end
@@ -158,7 +170,7 @@ M.unfenced = {}
 
 function M.unfenced.read_stock(db, item)
   return transaction(db, function()
-    local r, err = row(db, ("SELECT stock FROM items WHERE id = %s FOR UPDATE"):format(int(item)))
+    local r, err = row(db, "SELECT stock FROM items WHERE id = $1 FOR UPDATE", item)
     if not r then return nil, err or "no item " .. int(item) end
     return tonumber(r[1])
   end)
@@ -166,37 +178,34 @@ end
 
 function M.unfenced.sell_one(db, item, fence, stock)
   return transaction(db, function()
-    local r, err = row(db, ("SELECT stock FROM items WHERE id = %s FOR UPDATE"):format(int(item)))
-    if not r then return nil, err end
+    local r, err = row(db, "SELECT stock FROM items WHERE id = $1 FOR UPDATE", item)
+    if not r then return nil, err or "no item " .. int(item) end
     local ok
-    ok, err = db:execute(("UPDATE items SET stock = %s WHERE id = %s"):format(int(stock - 1), int(item)))
+    ok, err = exec(db, "UPDATE items SET stock = $2 WHERE id = $1", item, stock - 1)
     if not ok then return nil, err end
-    r, err = row(db, ("INSERT INTO orders (item_id, fence) VALUES (%s, %s) RETURNING id")
-      :format(int(item), int(fence or 0)))
+    r, err = row(db, "INSERT INTO orders (item_id, fence) VALUES ($1, $2) RETURNING id", item, fence)
     if not r then return nil, err end
     return tonumber(r[1])
   end)
 end
 
 function M.unfenced.read_transfer(db, id)
-  local r, err = row(db, ("SELECT status FROM transfers WHERE id = %s"):format(int(id)))
+  local r, err = row(db, "SELECT status FROM transfers WHERE id = $1", id)
   if not r then return nil, err or "no transfer " .. int(id) end
   return r[1]
 end
 
 function M.unfenced.apply_transfer(db, id, fence)
   return transaction(db, function()
-    local t, err = row(db, ("UPDATE transfers SET status = 'done' WHERE id = %s"
-      .. " RETURNING from_id, to_id, amount"):format(int(id)))
+    local t, err = row(db, "UPDATE transfers SET status = 'done' WHERE id = $1 RETURNING from_id, to_id, amount", id)
     if not t then return nil, err or "no transfer " .. int(id) end
-    for _, sql in ipairs({
-      ("UPDATE accounts SET balance = balance - %s WHERE id = %s"):format(int(t[3]), int(t[1])),
-      ("UPDATE accounts SET balance = balance + %s WHERE id = %s"):format(int(t[3]), int(t[2])),
-      ("INSERT INTO ledger (transfer_id, fence) VALUES (%s, %s)"):format(int(id), int(fence or 0)),
-    }) do
-      local ok, e = db:execute(sql)
-      if not ok then return nil, e end
-    end
+    local ok
+    ok, err = exec(db, "UPDATE accounts SET balance = balance - $2 WHERE id = $1", t[1], t[3])
+    if not ok then return nil, err end
+    ok, err = exec(db, "UPDATE accounts SET balance = balance + $2 WHERE id = $1", t[2], t[3])
+    if not ok then return nil, err end
+    ok, err = exec(db, "INSERT INTO ledger (transfer_id, fence) VALUES ($1, $2)", id, fence)
+    if not ok then return nil, err end
     return true
   end)
 end
