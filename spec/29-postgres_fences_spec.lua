@@ -127,7 +127,7 @@ describe("fenced writes on PostgreSQL", function()
       local lock = assert(client:acquire("item:" .. item, { ttl = 10, wait = 10 }))
       local f = fenced.int(lock.fence)
       assert(db:execute("BEGIN"))
-      local stock = tonumber(db:execute("SELECT stock FROM items WHERE id = " .. item):fetch())
+      local stock = tonumber(db:execute("SELECT stock FROM items WHERE id = " .. item .. lock_read):fetch())
       local n = db:execute(("UPDATE items SET stock = %d, last_fence = %s WHERE id = %d AND last_fence <= %s")
         :format(stock - 1, f, item, f))
       assert(db:execute(("INSERT INTO orders (item_id, fence) VALUES (%d, %s)"):format(item, f)))
@@ -137,8 +137,9 @@ describe("fenced writes on PostgreSQL", function()
     ]]
 
     -- Two sales of item `item` (stock 10) by A and B in turn, A ending in
-    -- `order`; returns the final stock, the orders and B's line.
-    local function sell_twice(item, order)
+    -- `order`, B reading with FOR UPDATE if `lock_read`; returns the final
+    -- stock, the orders and B's line.
+    local function sell_twice(item, order, lock_read)
       assert(select(2, pg:psql(("INSERT INTO items (id, stock) VALUES (%d, 10)"):format(item))))
       local dir = helpers.tmpdir()
       local go = dir .. "/go"
@@ -146,8 +147,8 @@ describe("fenced writes on PostgreSQL", function()
         :format(srv.url, pg.conninfo, item, order, go) .. A))
       finally(function() a:stop() end)
       assert(helpers.wait_until(function() return a:stdout():find("written") end, 10), a:stderr())
-      local b = helpers.spawn(helpers.lua_cmd(("local lock_url, conninfo, item = %q, %q, %d\n")
-        :format(srv.url, pg.conninfo, item) .. B))
+      local b = helpers.spawn(helpers.lua_cmd(("local lock_url, conninfo, item, lock_read = %q, %q, %d, %q\n")
+        :format(srv.url, pg.conninfo, item, lock_read and " FOR UPDATE" or "") .. B))
       finally(function() b:stop() end)
       assert(helpers.wait_until(function() return b:stdout():find("waiting") end, 10), b:stderr())
       helpers.sleep(0.2)                       -- B is in acquire, the lock busy
@@ -169,6 +170,15 @@ describe("fenced writes on PostgreSQL", function()
 
     it("committed first, then released: both updates stay", function()
       local stock, orders, b = sell_twice(ITEM + 2, "commit-then-release")
+      assert.equal(2, orders)
+      assert.equal(8, stock)
+      assert.equal("read 9 updated 1", b)
+    end)
+
+    it("released first, then committed, a read that locks the row waits for the commit", function()
+      -- (PostgreSQL's row lock, not the Redis lock: any read that does not
+      -- lock the row, anywhere, still sees the old value)
+      local stock, orders, b = sell_twice(ITEM + 3, "release-then-commit", true)
       assert.equal(2, orders)
       assert.equal(8, stock)
       assert.equal("read 9 updated 1", b)

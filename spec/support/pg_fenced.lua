@@ -116,7 +116,7 @@ function M.sell_one(db, item, fence, stock)
     if not r then return nil, err or "no item " .. int(item) end
     if r[1] ~= "t" then return nil, "stale" end
     local ok
-    ok, err = exec(db, "UPDATE items SET stock = $2 WHERE id = $1", item, stock - 1)
+    ok, err = exec(db, "UPDATE items SET stock = $3 WHERE id = $1", item, fence, stock - 1)
     if not ok then return nil, err end
     r, err = row(db, "INSERT INTO orders (item_id, fence) VALUES ($1, $2) RETURNING id", item, fence)
     if not r then return nil, err end
@@ -151,9 +151,9 @@ function M.apply_transfer(db, id, fence)
     if t == false then return nil, "stale" end
     if not t then return nil, err end
     local ok
-    ok, err = exec(db, "UPDATE accounts SET balance = balance - $2 WHERE id = $1", t[1], t[3])
+    ok, err = exec(db, "UPDATE accounts SET balance = balance - $5 WHERE id = $3", id, fence, t[1], t[2], t[3])
     if not ok then return nil, err end
-    ok, err = exec(db, "UPDATE accounts SET balance = balance + $2 WHERE id = $1", t[2], t[3])
+    ok, err = exec(db, "UPDATE accounts SET balance = balance + $5 WHERE id = $4", id, fence, t[1], t[2], t[3])
     if not ok then return nil, err end
     ok, err = exec(db, "INSERT INTO ledger (transfer_id, fence) VALUES ($1, $2)", id, fence)
     if not ok then return nil, err end
@@ -177,11 +177,12 @@ function M.unfenced.read_stock(db, item)
 end
 
 function M.unfenced.sell_one(db, item, fence, stock)
+  fence = fence or 0   -- (recorded with the order only; Redlock has none)
   return transaction(db, function()
     local r, err = row(db, "SELECT stock FROM items WHERE id = $1 FOR UPDATE", item)
     if not r then return nil, err or "no item " .. int(item) end
     local ok
-    ok, err = exec(db, "UPDATE items SET stock = $2 WHERE id = $1", item, stock - 1)
+    ok, err = exec(db, "UPDATE items SET stock = $3 WHERE id = $1", item, fence, stock - 1)
     if not ok then return nil, err end
     r, err = row(db, "INSERT INTO orders (item_id, fence) VALUES ($1, $2) RETURNING id", item, fence)
     if not r then return nil, err end
@@ -196,13 +197,14 @@ function M.unfenced.read_transfer(db, id)
 end
 
 function M.unfenced.apply_transfer(db, id, fence)
+  fence = fence or 0
   return transaction(db, function()
     local t, err = row(db, "UPDATE transfers SET status = 'done' WHERE id = $1 RETURNING from_id, to_id, amount", id)
     if not t then return nil, err or "no transfer " .. int(id) end
     local ok
-    ok, err = exec(db, "UPDATE accounts SET balance = balance - $2 WHERE id = $1", t[1], t[3])
+    ok, err = exec(db, "UPDATE accounts SET balance = balance - $5 WHERE id = $3", id, fence, t[1], t[2], t[3])
     if not ok then return nil, err end
-    ok, err = exec(db, "UPDATE accounts SET balance = balance + $2 WHERE id = $1", t[2], t[3])
+    ok, err = exec(db, "UPDATE accounts SET balance = balance + $5 WHERE id = $4", id, fence, t[1], t[2], t[3])
     if not ok then return nil, err end
     ok, err = exec(db, "INSERT INTO ledger (transfer_id, fence) VALUES ($1, $2)", id, fence)
     if not ok then return nil, err end
