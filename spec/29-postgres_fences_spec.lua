@@ -196,4 +196,50 @@ describe("fenced writes on PostgreSQL", function()
     -- and a bigint column keeps them: compared in SQL, not in Lua
     assert.equal("t", (pg:psql(("SELECT %s::bigint > %s::bigint"):format(fenced.int(top), fenced.int(top - 1)))))
   end)
+
+  it("docs/fencing-postgres.md shows the code these specs run, word for word", function()
+    local doc = assert(helpers.read_file("docs/fencing-postgres.md"), "no docs/fencing-postgres.md")
+    local files = { "spec/support/pg_fenced.lua", "spec/support/pg_worker.lua" }
+    local src = ""
+    for _, f in ipairs(files) do src = src .. assert(helpers.read_file(f)) .. "\n" end
+    -- Lua: the block's lines, indentation dropped, one after another in a file
+    local function lines(text)
+      local out = {}
+      for line in text:gmatch("[^\n]*") do
+        line = line:gsub("^%s+", ""):gsub("%s+$", "")
+        if line ~= "" then out[#out + 1] = line end
+      end
+      return "\n" .. table.concat(out, "\n") .. "\n"
+    end
+    -- SQL: each statement, comments dropped and spaces collapsed, equal to
+    -- one in a string of the code
+    local function statements(text, into)
+      into = into or {}
+      for stmt in (text:gsub("%-%-[^\n]*", "") .. ";"):gmatch("([^;]*);") do
+        stmt = stmt:gsub("%s+", " "):gsub("^ ", ""):gsub(" $", "")
+        if stmt ~= "" then into[#into + 1] = stmt end
+      end
+      return into
+    end
+    local have_lua, have_sql = lines(src), {}
+    for s in src:gmatch('"(.-)"') do statements(s, have_sql) end
+    for s in src:gmatch("%[%[(.-)%]%]") do statements(s, have_sql) end
+    local known = {}
+    for _, s in ipairs(have_sql) do known[s] = true end
+    local n = { lua = 0, sql = 0 }
+    for info, body in doc:gmatch("\n```(%S*)\n(.-\n)```") do
+      if info == "lua" then
+        n.lua = n.lua + 1
+        assert(have_lua:find(lines(body), 1, true),
+          "docs/fencing-postgres.md has a ```lua block that " .. table.concat(files, " and ") .. " do not:\n" .. body)
+      elseif info == "sql" then
+        for _, stmt in ipairs(statements(body)) do
+          n.sql = n.sql + 1
+          assert(known[stmt], "docs/fencing-postgres.md has a statement that the code does not run:\n" .. stmt)
+        end
+      end
+    end
+    -- (7 Lua blocks; the schema's 5 tables, the inventory's 9 statements, the transfer's 7)
+    assert.is_true(n.lua >= 7 and n.sql >= 21, ("only %d Lua blocks and %d statements checked"):format(n.lua, n.sql))
+  end)
 end)
