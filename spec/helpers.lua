@@ -497,10 +497,15 @@ local PG_START_TIMEOUT = 20   -- seconds for the first answer (a loaded machine)
 local PgServer = {}
 PgServer.__index = PgServer
 
+-- PostgreSQL's own programs run without LD_PRELOAD: `make sanitize`
+-- preloads ASan into every child, and initdb then hangs (postgres -V never
+-- returns); they are not what is being tested.
+local PG_ENV = "env -u LD_PRELOAD "
+
 -- Run as the postgres user. setpriv execs (runuser forks and waits), so
 -- under a guardian the pid we record is the postmaster's own.
 local function as_postgres(dir, argv)
-  return "env -C " .. quote(dir) .. " setpriv --reuid=postgres --regid=postgres --init-groups -- " .. argv
+  return PG_ENV .. "-C " .. quote(dir) .. " setpriv --reuid=postgres --regid=postgres --init-groups -- " .. argv
 end
 
 --- Start a private PostgreSQL cluster and wait until it answers.
@@ -532,7 +537,8 @@ function M.start_postgres(opts)
   assert(#(dir .. "/.s.PGSQL.5432") < 108, "unix socket path too long: " .. dir)
   local ok = execute("chown postgres:postgres " .. quote(dir) .. " && chmod 0700 " .. quote(dir))
   if not ok then pg:stop(); error("cannot give " .. dir .. " to the postgres user (is postgresql-15 installed?)", 2) end
-  out, code = M.sh(as_postgres(dir, quote(M.PG_BIN .. "/initdb") .. " -D " .. quote(pg.data)
+  -- (timeout: a hung initdb must fail the spec, not stall the run)
+  out, code = M.sh("timeout 120 " .. as_postgres(dir, quote(M.PG_BIN .. "/initdb") .. " -D " .. quote(pg.data)
     .. " -U postgres -A trust -E UTF8 --locale=C --no-sync --no-instructions") .. " 2>&1")
   if code ~= 0 then pg:stop(); error("initdb failed:\n" .. out, 2) end
   local settings = { listen_addresses = "", unix_socket_directories = dir, port = pg.port,
@@ -566,7 +572,7 @@ end
 -- at this cluster, as the postgres role (run as root: the socket's dir
 -- lets root in).
 function PgServer:tool(name)
-  return ("%s -h %s -p %d -U postgres -d postgres"):format(quote(M.PG_BIN .. "/" .. name),
+  return PG_ENV .. ("%s -h %s -p %d -U postgres -d postgres"):format(quote(M.PG_BIN .. "/" .. name),
     quote(self.socket_dir), self.port)
 end
 
