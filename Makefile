@@ -40,7 +40,7 @@ LUA_CMOD    ?= $(PREFIX)/lib/lua/$(LUA_VERSION)
 BINDIR      ?= $(PREFIX)/bin
 
 # Debian packages each target needs (installed by tools/deps.sh if missing).
-# PostgreSQL: the fenced-write specs on a real database (spec/29), `make torture
+# PostgreSQL: the fenced-write specs on a real database (spec/30), `make torture
 # RESOURCE=postgres` and `make demo-postgres`.
 BUILD_DEPS  = pkg-config liblua$(LUA_VERSION)-dev libhiredis-dev lua$(LUA_VERSION)
 TEST_DEPS   = $(BUILD_DEPS) redis-server redis-tools redis-sentinel iproute2 util-linux lua-busted lua-check lua-system lua-socket luarocks \

@@ -2,7 +2,7 @@
 -- of docs/fencing-postgres.md (an inventory that must not be oversold, a
 -- transfer that must not run twice). The specs, `make torture
 -- RESOURCE=postgres` and `make demo-postgres` run exactly this code; the
--- doc quotes it, and spec/29-postgres_fences_spec.lua checks that every
+-- doc quotes it, and spec/30-postgres_fences_spec.lua checks that every
 -- block and statement it quotes is here word for word.
 --
 -- db is a LuaSQL connection (require "luasql.postgres"). Every function

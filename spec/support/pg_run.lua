@@ -1,5 +1,5 @@
 -- pg_run.lua: runs one of the PostgreSQL cases end to end and counts what
--- the database shows (spec/29-postgres_fences_spec.lua, make demo-postgres).
+-- the database shows (spec/30-postgres_fences_spec.lua, make demo-postgres).
 --
 --   local run = require("spec.support.pg_run").run
 --   local r = run { pg = pg, lock_url = srv.url, case = "inventory", mode = "fenced" }
