@@ -9,11 +9,12 @@
 -- each caught between its read and its write, for `pause` seconds (3 ttl
 -- by default: well past its lease), one at a time. Returns a table:
 --   inventory: initial, stock (final), orders, oversold = orders - (initial - stock)
---   transfer:  transfers, applied (ledger rows), doubled (transfers applied more
---              than once), lost_money (what the source paid beyond the amounts
+--   transfer:  transfers, done (status 'done'), applied (ledger rows), doubled
+--              (transfers applied more than once), lost_money (what the source paid beyond the amounts
 --              of the transfers done), balance_drift (sum of balances moved: must be 0)
---   both:      accepted, stale (refused writes and reads), pauses (pauses that
---              landed between a read and its write), seconds, log (workers' lines)
+--   both:      accepted, stale (refused writes and reads), errors (PostgreSQL's),
+--              pauses (pauses that landed between a read and its write),
+--              seconds, log (workers' lines)
 local helpers = require "spec.helpers"
 local fenced = require "spec.support.pg_fenced"
 
