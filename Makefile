@@ -4,6 +4,8 @@
 #                   redislock/core.so for Lua 5.4 (DEPS=no: no packages)
 #   make test       install missing Debian packages, build, run the specs
 #   make demo       contended counter against a throwaway redis-server
+#   make demo-postgres  inventory on a throwaway PostgreSQL, holders frozen past
+#                   their lease: the oversell with and without fences
 #   make lint       luacheck on lua/ and spec/
 #   make ctest      the C unit tests (test/c/), no server needed
 #   make install    into $(DESTDIR)$(PREFIX) (LUA_LMOD / LUA_CMOD)
@@ -15,7 +17,8 @@
 #   make test52     the same specs on Lua 5.2 (and test53 on 5.3)
 #   make torture    fault-injection run with a report (DURATION=300 for the long one;
 #                   SENTINEL=1 over Sentinel, with failovers; REDLOCK=3 over
-#                   three Redlock masters)
+#                   three Redlock masters; RESOURCE=postgres: the resource
+#                   store is PostgreSQL, docs/fencing-postgres.md's SQL)
 #   make bench      benchmarks against raw hiredis baselines (bench/README.md):
 #                   handoff, cycle, renew, watchdog CPU, callgrind, Redlock
 #                   latency (the watchdog CPU run holds each lock count 30 s, as
@@ -40,8 +43,11 @@ BINDIR      ?= $(PREFIX)/bin
 MANDIR      ?= $(PREFIX)/share/man
 
 # Debian packages each target needs (installed by tools/deps.sh if missing).
+# PostgreSQL: the fenced-write specs on a real database (spec/31), `make torture
+# RESOURCE=postgres` and `make demo-postgres`.
 BUILD_DEPS  = pkg-config liblua$(LUA_VERSION)-dev libhiredis-dev lua$(LUA_VERSION)
-TEST_DEPS   = $(BUILD_DEPS) redis-server redis-tools redis-sentinel iproute2 util-linux lua-busted lua-check lua-system lua-socket luarocks
+TEST_DEPS   = $(BUILD_DEPS) redis-server redis-tools redis-sentinel iproute2 util-linux lua-busted lua-check lua-system lua-socket luarocks \
+              postgresql-15 lua-sql-postgres
 
 LUA_CFLAGS  := $(shell $(PKG_CONFIG) --cflags $(LUA_PC) 2>/dev/null)
 HIREDIS_CFLAGS := $(shell $(PKG_CONFIG) --cflags hiredis 2>/dev/null)
@@ -112,7 +118,7 @@ $(TARGET): build/$(LUA_PC)/redislock/core.so
 SCRIPTS = $(sort $(wildcard lua/redislock/scripts/*.lua))
 LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lua))
 
-.PHONY: all deps test-deps test ctest specs lint demo install install-files uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 test52 test53 testjit fuzz
+.PHONY: all deps test-deps test ctest specs lint demo demo-postgres install install-files uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 test52 test53 testjit fuzz
 
 # DEPS=no: install no Debian packages (luarocks passes it: it brings the Lua
 # headers itself, and may not run as root). Without it a plain `make` on a
@@ -169,6 +175,10 @@ demo: test-deps
 	@$(MAKE) --no-print-directory all
 	@$(LUA) tools/demo.lua
 
+demo-postgres: test-deps
+	@$(MAKE) --no-print-directory all
+	@$(LUA) tools/demo_postgres.lua
+
 # ASan+UBSan build of the core, loaded into the stock interpreter through
 # LD_PRELOAD (the interpreter itself is not instrumented).
 
@@ -200,7 +210,7 @@ PROCS    ?= 8
 torture: test-deps
 	@$(MAKE) --no-print-directory all
 	@$(LUA) test/torture/run.lua --duration $(DURATION) --procs $(PROCS) $(if $(SEED),--seed $(SEED)) \
-	    $(if $(SENTINEL),--sentinel 1) $(if $(REDLOCK),--redlock $(REDLOCK))
+	    $(if $(SENTINEL),--sentinel 1) $(if $(REDLOCK),--redlock $(REDLOCK)) $(if $(RESOURCE),--resource $(RESOURCE))
 
 # The benchmarks (bench/README.md). The peers of bench/cycle.lua: redis-py
 # from Debian, node-redlock from npm (pinned by bench/peers/package-lock.json);
@@ -243,7 +253,8 @@ bench-plot: test-deps
 COMPAT_SPECS = spec/01-core_spec.lua spec/03-lock_spec.lua spec/06-watchdog_spec.lua \
                spec/08-waiting_spec.lua spec/12-security_spec.lua spec/15-deadlines_spec.lua \
                spec/16-fences_spec.lua spec/17-consistency_spec.lua spec/22-metrics_spec.lua \
-               spec/23-reentrant_spec.lua spec/24-rwlock_spec.lua spec/25-semaphore_spec.lua
+               spec/23-reentrant_spec.lua spec/24-rwlock_spec.lua spec/25-semaphore_spec.lua \
+               spec/31-postgres_fences_spec.lua
 
 test51: test-deps
 	@tools/deps.sh liblua5.1-0-dev lua5.1

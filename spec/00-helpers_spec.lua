@@ -1,5 +1,5 @@
 -- Proves spec/helpers.lua: every other spec trusts it to start, stop and
--- clean up real redis-server processes.
+-- clean up real redis-server (and PostgreSQL) processes.
 
 local helpers = require "spec.helpers"
 local socket = require "socket"
@@ -320,5 +320,54 @@ describe("guardian", function()
     assert.is_false(kill0(p.pid))
     assert.is_false(exists(srv.dir))
     assert.is_false(exists(dir))
+  end)
+end)
+
+describe("start_postgres", function()
+  it("listens on its unix socket only, and stop() ends it by pid", function()
+    local pg = helpers.start_postgres()
+    finally(function() pg:stop() end)
+    assert.equal("", (pg:psql("SHOW listen_addresses")))
+    assert.equal(pg.dir, (pg:psql("SHOW unix_socket_directories")))
+    local tcp = helpers.sh("ss -Hltnp 2>/dev/null | grep -F " .. helpers.quote("pid=" .. pg.pid .. ","))
+    assert.equal("", tcp)
+    assert.equal("postgres", (helpers.sh("stat -c %U " .. helpers.quote(pg.data)):gsub("%s+$", "")))
+    pg:stop()
+    assert.is_false(helpers.alive(pg.pid))
+    assert.is_nil(io.open(pg.dir))
+  end)
+
+  it("is stopped when the spec that started it raises, and when its process is killed -9", function()
+    local code = [[
+      local h = require "spec.helpers"
+      local pg = h.start_postgres()
+      -- its own processes (checkpointer, walwriter, ...) are sessions of their own
+      local children = {}
+      for p in (h.sh("ls /proc")):gmatch("%%d+") do
+        local ppid = (h.read_file("/proc/" .. p .. "/stat") or ""):match(".*%%) %%a (%%d+)")
+        if tonumber(ppid) == pg.pid then children[#children + 1] = p end
+      end
+      children = table.concat(children, ",")
+      io.write(pg.pid, " ", pg.dir, " ", children, "\n") io.stdout:flush()
+      h.sleep(%d)
+      error("the spec fails")
+    ]]
+    for _, case in ipairs({ { 0, 1 }, { 60, 128 + 9 } }) do
+      local child = helpers.spawn(helpers.lua_cmd(code:format(case[1])))
+      finally(function() child:stop() end)
+      local line = helpers.wait_until(function() return child:stdout():match("^%d+ %S+ %S+\n") end, 30)
+      assert.truthy(line, "child printed nothing; stderr: " .. child:stderr())
+      local pid, dir, children = line:match("^(%d+) (%S+) (%S+)")
+      assert.matches("%d+,%d+", children)
+      if case[1] > 0 then assert.is_true(child:kill("KILL")) end
+      assert.equal(case[2], child:wait(15), child:stderr())
+      assert.truthy(helpers.wait_until(function() return not helpers.alive(tonumber(pid)) end, 5),
+        "postgres " .. pid .. " outlived its Lua parent")
+      for cpid in children:gmatch("%d+") do
+        assert.truthy(helpers.wait_until(function() return not helpers.alive(tonumber(cpid)) end, 5),
+          "postgres process " .. cpid .. " outlived its postmaster")
+      end
+      assert.truthy(helpers.wait_until(function() return not io.open(dir) end, 5), dir .. " left")
+    end
   end)
 end)

@@ -486,6 +486,118 @@ function Server:stop()
 end
 
 ---------------------------------------------------------------------------
+-- PostgreSQL clusters
+---------------------------------------------------------------------------
+
+-- Debian's postgresql-15 (make test installs it). initdb refuses to run as
+-- root, so the cluster belongs to the `postgres` user that package creates.
+M.PG_BIN = os.getenv("REDISLOCK_PG_BIN") or "/usr/lib/postgresql/15/bin"
+local PG_START_TIMEOUT = 20   -- seconds for the first answer (a loaded machine)
+
+local PgServer = {}
+PgServer.__index = PgServer
+
+-- PostgreSQL's own programs run without LD_PRELOAD: `make sanitize`
+-- preloads ASan into every child, and initdb then hangs (postgres -V never
+-- returns); they are not what is being tested.
+local PG_ENV = "env -u LD_PRELOAD "
+
+-- Run as the postgres user. setpriv execs (runuser forks and waits), so
+-- under a guardian the pid we record is the postmaster's own.
+local function as_postgres(dir, argv)
+  return PG_ENV .. "-C " .. quote(dir) .. " setpriv --reuid=postgres --regid=postgres --init-groups -- " .. argv
+end
+
+--- Start a private PostgreSQL cluster and wait until it answers.
+-- The cluster lives in a fresh dir owned by the postgres user, directly
+-- under /tmp (REDISLOCK_PG_TMPDIR): not under $TMPDIR, whose parents
+-- (another spec's dirs, mode 0700) that user could not enter. It listens
+-- on no TCP address at all (listen_addresses = ''), only on a unix socket
+-- in that dir, whose 0700 mode keeps other users out; local connections
+-- are trusted. Durability is off (fsync, synchronous_commit): a test
+-- cluster, thrown away at stop. Dynamic shared memory is kept in the
+-- data dir, so even a cluster killed -9 leaves nothing in /dev/shm.
+-- opts.settings = { name = value, ... }: more `-c name=value` options.
+-- Fields: dir, data, socket_dir, port, pid, guard_pid, log, conninfo
+-- ("host=... port=... dbname=postgres user=postgres", for libpq/LuaSQL).
+-- Stopped by stop() (fast shutdown by the postmaster's pid, then KILL),
+-- by stop_all() when the spec ends however it ends, and by its guardian
+-- (SIGKILL) if this Lua process dies without running either.
+function M.start_postgres(opts)
+  opts = opts or {}
+  local base = os.getenv("REDISLOCK_PG_TMPDIR") or "/tmp"
+  local out, code = M.sh("mktemp -d " .. quote(base .. "/rl-pg.XXXXXX"))
+  assert(code == 0, "mktemp -d failed: " .. out)
+  local dir = trim(out)
+  registry.dirs[dir] = true
+  local pg = setmetatable({ dir = dir, data = dir .. "/data", socket_dir = dir, port = 5432,
+                            log = dir .. "/postgres.log", opts = opts }, PgServer)
+  registry.servers[pg] = true
+  pg.conninfo = ("host=%s port=%d dbname=postgres user=postgres"):format(dir, pg.port)
+  assert(#(dir .. "/.s.PGSQL.5432") < 108, "unix socket path too long: " .. dir)
+  local ok = execute("chown postgres:postgres " .. quote(dir) .. " && chmod 0700 " .. quote(dir))
+  if not ok then pg:stop(); error("cannot give " .. dir .. " to the postgres user (is postgresql-15 installed?)", 2) end
+  -- (timeout: a hung initdb must fail the spec, not stall the run)
+  out, code = M.sh("timeout 120 " .. as_postgres(dir, quote(M.PG_BIN .. "/initdb") .. " -D " .. quote(pg.data)
+    .. " -U postgres -A trust -E UTF8 --locale=C --no-sync --no-instructions") .. " 2>&1")
+  if code ~= 0 then pg:stop(); error("initdb failed:\n" .. out, 2) end
+  local settings = { listen_addresses = "", unix_socket_directories = dir, port = pg.port,
+    fsync = "off", synchronous_commit = "off", full_page_writes = "off",
+    shared_buffers = "16MB", max_connections = 40, dynamic_shared_memory_type = "mmap" }
+  for k, v in pairs(opts.settings or {}) do settings[k] = v end
+  local names = {}
+  for k in pairs(settings) do names[#names + 1] = k end
+  table.sort(names)
+  local argv = { quote(M.PG_BIN .. "/postgres"), "-D", quote(pg.data) }
+  for _, k in ipairs(names) do argv[#argv + 1] = "-c " .. quote(k .. "=" .. tostring(settings[k])) end
+  pg.cmdline = as_postgres(dir, table.concat(argv, " "))
+  pg.pid, pg.guard_pid = guard(pg.cmdline, dir, pg.log)
+  local deadline = M.monotime() + PG_START_TIMEOUT
+  local ready
+  repeat
+    ready = select(2, M.sh(pg:tool("pg_isready") .. " -q")) == 0
+    if ready or not alive(pg.pid) then break end
+    M.sleep(0.05)
+  until M.monotime() > deadline
+  if not ready then
+    local log = tail(read_file(pg.log), LOG_TAIL_LINES)
+    pg:stop()
+    error(("postgres failed to start (%s)\ncommand: %s\n--- log:\n%s"):format(
+      alive(pg.pid) and "no answer within " .. PG_START_TIMEOUT .. " s" or "exited", pg.cmdline, log), 2)
+  end
+  return pg
+end
+
+--- Shell command line of a client program (psql, pg_isready, ...) aimed
+-- at this cluster, as the postgres role (run as root: the socket's dir
+-- lets root in).
+function PgServer:tool(name)
+  return PG_ENV .. ("%s -h %s -p %d -U postgres -d postgres"):format(quote(M.PG_BIN .. "/" .. name),
+    quote(self.socket_dir), self.port)
+end
+
+--- Run SQL through psql (unaligned, tuples only, stop at the first error).
+-- Returns its trimmed output (rows one a line, columns split by "|"), and
+-- true if psql exited 0.
+function PgServer:psql(sql)
+  local out, code = M.sh(self:tool("psql") .. " -X -q -A -t -v ON_ERROR_STOP=1 -c " .. quote(sql) .. " 2>&1")
+  return trim(out), code == 0
+end
+
+function PgServer:alive() return alive(self.pid) end
+
+--- Fast shutdown (SIGINT to the postmaster: it ends the backends, it
+-- does not wait for clients to leave), KILL after 2 s; waits until gone;
+-- removes the dir. Idempotent.
+function PgServer:stop()
+  if self.stopped then return end
+  self.stopped = true
+  if self.pid then terminate(self.pid, self.guard_pid, self.pid, "INT") end
+  remove_dir(self.dir)
+  registry.servers[self] = nil
+end
+
+---------------------------------------------------------------------------
 -- Background commands
 ---------------------------------------------------------------------------
 

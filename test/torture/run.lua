@@ -2,7 +2,19 @@
 --
 -- usage: lua test/torture/run.lua [--duration S] [--procs N] [--ttl S]
 --                                 [--interval S] [--seed N] [--cs S]
---                                 [--sentinel 1]
+--                                 [--sentinel 1] [--redlock N]
+--                                 [--resource redis|postgres]
+--
+-- --resource postgres: the resource store is a private PostgreSQL cluster
+-- (spec/helpers.lua's start_postgres) instead of a redis-server, written
+-- through LuaSQL with spec/support/pg_fenced.lua, the code that
+-- docs/fencing-postgres.md shows: each name is an item with a large stock;
+-- a fenced worker's section is read_stock (SELECT ... FOR UPDATE, and its
+-- fence recorded), sleep, sell_one (the guarded write: one unit sold and
+-- one order row, or "stale"); a control's is the same without the fence
+-- guard. Lost updates are acknowledged sales the stock does not show; a
+-- stale write accepted is an order whose fence is below an earlier
+-- order's of the same item, read from the orders table itself.
 --
 -- --redlock N: the locks are Redlock locks over N independent masters; all
 -- workers write without fences (Redlock has none), the nemeses kill -9 a
@@ -55,17 +67,23 @@ local url = require "redislock.url"
 -- options ----------------------------------------------------------------
 
 local opts = { duration = 30, procs = 8, ttl = 1, interval = 2, seed = os.time(), cs = 0.4, sentinel = 0,
-  redlock = 0 }
+  redlock = 0, resource = "redis" }
 do
   local i = 1
   while i <= #arg do
     local k = arg[i]:match("^%-%-(%w+)$")
-    if not k or opts[k] == nil or not tonumber(arg[i + 1]) then
+    local v = arg[i + 1]
+    if k == "resource" then
+      v = (v == "redis" or v == "postgres") and v or nil
+    else
+      v = tonumber(v)
+    end
+    if not k or opts[k] == nil or v == nil then
       io.stderr:write("usage: run.lua [--duration S] [--procs N] [--ttl S] [--interval S] [--seed N] [--cs S]"
-        .. " [--sentinel 1] [--redlock N]\n")
+        .. " [--sentinel 1] [--redlock N] [--resource redis|postgres]\n")
       os.exit(2)
     end
-    opts[k] = tonumber(arg[i + 1])
+    opts[k] = v
     i = i + 2
   end
 end
@@ -73,6 +91,8 @@ math.randomseed(opts.seed)
 local TTL = opts.ttl
 local CONTROLS = math.max(2, math.floor(opts.procs / 4))
 local FENCED_NAMES = { "f1", "f2" }
+-- (not `table.unpack and table.unpack(t) or unpack(t)`: and/or keep one value)
+local unpack_ = table.unpack or unpack -- luacheck: ignore 143
 local CONTROL_NAMES = { "c1" }
 
 local function now() return core.monotime() end
@@ -104,7 +124,26 @@ elseif SENTINEL then
 else
   lock_srv = helpers.start_redis { debug = true }
 end
-local store = helpers.start_redis()
+-- the resource store: a redis-server, or PostgreSQL with one item per name
+local PG = opts.resource == "postgres"
+local STOCK = 1000000
+local store, store_url, pg, pg_fenced
+if PG then
+  pg_fenced = require "spec.support.pg_fenced"
+  pg = helpers.start_postgres()
+  local out, ok = pg:psql(pg_fenced.SCHEMA)
+  assert(ok, out)
+  local ids = {}
+  for i, name in ipairs({ FENCED_NAMES[1], FENCED_NAMES[2], CONTROL_NAMES[1] }) do
+    assert(select(2, pg:psql(("INSERT INTO items (id, stock) VALUES (%d, %d)"):format(i, STOCK))))
+    ids[#ids + 1] = name .. "=" .. i
+  end
+  -- postgres:NAME=ITEM,...:CONNINFO (worker.lua)
+  store_url = "postgres:" .. table.concat(ids, ",") .. ":" .. pg.conninfo
+else
+  store = helpers.start_redis()
+  store_url = store.url
+end
 -- the admin connection follows the master too
 local function admin_connect()
   if SENTINEL then
@@ -113,7 +152,27 @@ local function admin_connect()
   return assert(core.connect(url.parse(lock_srv.url)))
 end
 local admin = admin_connect()
-local store_conn = assert(core.connect(url.parse(store.url)))
+local store_conn = store and assert(core.connect(url.parse(store.url)))
+
+-- PostgreSQL: one number from psql
+local function pg_number(sql)
+  local out, ok = pg:psql(sql)
+  assert(ok, out)
+  return tonumber(out)
+end
+local function item_of(name)
+  return tonumber(store_url:match("[:,]" .. name .. "=(%d+)"))
+end
+
+-- Increments the store shows for `name`: the counter's value, or the
+-- units of the item sold.
+local function final_value(name, fenced_mode)
+  if PG then return STOCK - pg_number("SELECT stock FROM items WHERE id = " .. item_of(name)) end
+  if fenced_mode then
+    return tonumber(store_conn:command("HGET", "{res:" .. name .. "}:resource", "value") or 0) or 0
+  end
+  return tonumber(store_conn:command("GET", "res:" .. name) or 0) or 0
+end
 
 -- The server object that is the master now (Sentinel: as the sentinels say).
 local function master()
@@ -138,15 +197,16 @@ for i = 1, opts.procs do
   if not SENTINEL and not REDLOCK then w.proxy, w.port = start_proxy() end
   local names = w.mode == "plain" and CONTROL_NAMES or FENCED_NAMES
   w.proc = helpers.spawn(helpers.lua_cmd("test/torture/worker.lua",
-    lock_url or "redis://127.0.0.1:" .. w.port, store.url, w.mode, opts.duration, TTL, opts.cs,
-    table.unpack and table.unpack(names) or unpack(names))) -- luacheck: ignore 143
+    lock_url or "redis://127.0.0.1:" .. w.port, store_url, w.mode, opts.duration, TTL, opts.cs,
+    unpack_(names)))
   workers[i] = w
 end
-say("torture: %d workers (%s), ttl %g s, %g s, a fault every %g s, seed %d%s",
+say("torture: %d workers (%s), ttl %g s, %g s, a fault every %g s, seed %d%s%s",
   opts.procs, REDLOCK and "none fenced: Redlock has no fences" or
     string.format("%d fenced, %d control", opts.procs - CONTROLS, CONTROLS),
   TTL, opts.duration, opts.interval, opts.seed,
-  SENTINEL and ", over Sentinel" or REDLOCK and (", Redlock over " .. opts.redlock .. " masters") or "")
+  SENTINEL and ", over Sentinel" or REDLOCK and (", Redlock over " .. opts.redlock .. " masters") or "",
+  PG and ", resource store PostgreSQL" or "")
 
 -- the holder of a name right now, from the workers' live logs
 local function holder_of(name)
@@ -504,8 +564,7 @@ end
 
 local lost_fenced, stale_accepted, lost_control = 0, 0, 0
 for _, name in ipairs(FENCED_NAMES) do
-  local final = tonumber(store_conn:command("HGET", "{res:" .. name .. "}:resource", "value") or 0) or 0
-  lost_fenced = lost_fenced + (acked.fenced[name] or 0) - final
+  lost_fenced = lost_fenced + (acked.fenced[name] or 0) - final_value(name, true)
   local list = versions[name] or {}
   table.sort(list, function(a, b) return a[1] < b[1] end)
   local newest = 0
@@ -514,9 +573,20 @@ for _, name in ipairs(FENCED_NAMES) do
     newest = math.max(newest, v[2])
   end
 end
+-- PostgreSQL: the same from the table itself, where a write the log missed
+-- shows too: orders (in the order they were accepted) whose fence is below
+-- an earlier order's of the same item. The control's count shows the query
+-- sees them.
+local function stale_in_table(names)
+  local ids = {}
+  for i, name in ipairs(names) do ids[i] = item_of(name) end
+  return pg_number(("SELECT count(*) FROM (SELECT fence < max(fence) OVER (PARTITION BY item_id ORDER BY id"
+    .. " ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS stale FROM orders WHERE item_id IN (%s)) AS o"
+    .. " WHERE stale"):format(table.concat(ids, ", ")))
+end
+if PG then stale_accepted = math.max(stale_accepted, stale_in_table(FENCED_NAMES)) end
 for _, name in ipairs(CONTROL_NAMES) do
-  local final = tonumber(store_conn:command("GET", "res:" .. name) or 0) or 0
-  lost_control = lost_control + (acked.plain[name] or 0) - final
+  lost_control = lost_control + (acked.plain[name] or 0) - final_value(name, false)
 end
 
 -- report --------------------------------------------------------------------
@@ -524,6 +594,7 @@ end
 local elapsed = now() - t_start
 local rows = {}
 local function row(k, v) rows[#rows + 1] = string.format("  %-44s %s", k, tostring(v)) end
+row("resource store", PG and "PostgreSQL (orders in a table, fence in a bigint column)" or "redis-server")
 row("duration (s)", string.format("%.1f", elapsed))
 row("acquisitions", acquisitions)
 row("acquire failures (timeout, busy, connection)", failures)
@@ -547,6 +618,7 @@ row("fenced: stale writes rejected", stale_rejected)
 row("write errors (connection)", write_errors)
 row("control (no fencing): acknowledged writes", acked.plain.c1 or 0)
 row("control: lost updates (must be > 0)", lost_control)
+if PG then row("control: stale writes accepted (orders table)", stale_in_table(CONTROL_NAMES)) end
 local reasons = {}
 for r in pairs(losses) do reasons[#reasons + 1] = r end
 table.sort(reasons)
@@ -576,7 +648,7 @@ for _, k in ipairs(KINDS) do ok = ok and (faults[k] or 0) > 0 end
 say("torture: %s", ok and "PASS" or "FAIL")
 
 admin:close()
-store_conn:close()
+if store_conn then store_conn:close() end
 if REDLOCK then
   for _, m in ipairs(masters) do m:kill("CONT") m:stop() end
 elseif SENTINEL then
@@ -585,5 +657,6 @@ elseif SENTINEL then
 else
   lock_srv:stop()
 end
-store:stop()
+if store then store:stop() end
+if pg then pg:stop() end
 os.exit(ok and 0 or 1, true)   -- true: close the state, so stop_all runs

@@ -6,6 +6,11 @@
 -- MODE "fenced": read with fenced_get and write with fenced_set (the lock's
 -- fence guards the resource). MODE "plain": GET, sleep, SET with no fencing:
 -- the negative control, which must lose updates when paused past its lease.
+-- RESOURCE_URL "postgres:NAME=ITEM,...:CONNINFO": the resource is item ITEM
+-- of a PostgreSQL database (run.lua --resource postgres), written through
+-- spec/support/pg_fenced.lua: fenced, read_stock then sell_one (VERSION is
+-- the order's id, which grows in the order sales are accepted); plain, the
+-- same without the fence guard (pg_fenced.unfenced).
 -- The critical section sleeps a random time up to CS_MAX seconds between
 -- the read and the write. Every event is a line on stdout, flushed at once
 -- (the driver reads them while we run), times on CLOCK_MONOTONIC:
@@ -46,8 +51,18 @@ while not client and core.monotime() < stop_at do
   client = redislock.connect(masters and { redlock = masters, timeout = 1 } or { url = lock_url, timeout = 1 })
   if not client then core.sleep(0.1) end
 end
-resource = assert(redislock.connect { url = resource_url })
-raw = assert(core.connect(url.parse(resource_url)))
+-- PostgreSQL: the item id of each name, and a connection
+local pg_items, conninfo = resource_url:match("^postgres:([^:]*):(.*)$")
+local items, db, env, pg_fenced = {}, nil, nil, nil
+if pg_items then
+  pg_fenced = require "spec.support.pg_fenced"
+  for name, id in pg_items:gmatch("([^,=]+)=(%d+)") do items[name] = tonumber(id) end
+  env = assert(require("luasql.postgres").postgres())
+  db = assert(env:connect(conninfo))
+else
+  resource = assert(redislock.connect { url = resource_url })
+  raw = assert(core.connect(url.parse(resource_url)))
+end
 assert(client, "never connected")
 
 while core.monotime() < stop_at do
@@ -65,7 +80,19 @@ while core.monotime() < stop_at do
     log("acq", name, fence, lock.token, string.format("%.6f", t_acq))
     local res = "res:" .. name
     local result
-    if mode == "fenced" then
+    if db then
+      local sql = mode == "fenced" and pg_fenced or pg_fenced.unfenced
+      local function failed(e) return e == "stale" and "stale" or "err:" .. (tostring(e):match("^%S+") or "?") end
+      local stock, e = sql.read_stock(db, items[name], fence)
+      if stock == nil then
+        result = failed(e)
+      else
+        core.sleep(rand() * cs_max)
+        local order
+        order, e = sql.sell_one(db, items[name], fence, stock)
+        result = order and ("ok:" .. order) or failed(e)
+      end
+    elseif mode == "fenced" then
       local value, e = resource:fenced_get(res, fence)
       if value == nil then
         result = e == "stale" and "stale" or "err:" .. e:match("^%S+")
@@ -99,5 +126,10 @@ while core.monotime() < stop_at do
   end
 end
 client:close()
-resource:close()
-raw:close()
+if db then
+  db:close()
+  env:close()
+else
+  resource:close()
+  raw:close()
+end

@@ -1,0 +1,157 @@
+-- pg_run.lua: runs one of the PostgreSQL cases end to end and counts what
+-- the database shows (spec/31-postgres_fences_spec.lua, make demo-postgres).
+--
+--   local run = require("spec.support.pg_run").run
+--   local r = run { pg = pg, lock_url = srv.url, case = "inventory", mode = "fenced" }
+--
+-- Puts a fresh item (or fresh transfers) in the schema, starts `workers`
+-- processes (spec/support/pg_worker.lua), and SIGSTOPs `pauses` holders,
+-- each caught between its read and its write, for `pause` seconds (3 ttl
+-- by default: well past its lease), one at a time. Returns a table:
+--   inventory: initial, stock (final), orders, oversold = orders - (initial - stock)
+--   transfer:  transfers, done (status 'done'), applied (ledger rows), doubled
+--              (transfers applied more than once), lost_money (what the source paid beyond the amounts
+--              of the transfers done), balance_drift (sum of balances moved: must be 0)
+--   both:      accepted, stale (refused writes and reads), errors (PostgreSQL's),
+--              pauses (pauses that landed between a read and its write),
+--              seconds, log (workers' lines)
+local helpers = require "spec.helpers"
+local fenced = require "spec.support.pg_fenced"
+
+local M = {}
+-- (not `table.unpack and table.unpack(t) or unpack(t)`: and/or keep one value)
+local unpack_ = table.unpack or unpack -- luacheck: ignore 143
+
+-- Creates the schema once per cluster.
+local function schema(pg)
+  if pg.pg_fenced_schema then return end
+  local out, ok = pg:psql(fenced.SCHEMA)
+  assert(ok, out)
+  pg.pg_fenced_schema = true
+end
+
+local function number(pg, sql)
+  local out, ok = pg:psql(sql)
+  assert(ok, out)
+  return tonumber(out)
+end
+
+-- Lines a worker has written so far.
+local function lines(p)
+  local out = {}
+  for line in p:stdout():gmatch("[^\n]+") do out[#out + 1] = line end
+  return out
+end
+
+-- A worker caught between a read and its write: its last line is a read
+-- that will be followed by a write (a stock above 0, a pending transfer).
+local function reading(p, case)
+  local all = lines(p)
+  local last = all[#all]
+  if not last then return nil end
+  local value = last:match("^read %S+ %S+ (%S+)")
+  if not value then return nil end
+  if case == "inventory" and (tonumber(value) or 0) > 0 then return last, #all end
+  if case == "transfer" and value == "pending" then return last, #all end
+end
+
+function M.run(o)
+  local pg, case, mode = o.pg, o.case, o.mode
+  local workers, ttl = o.workers or 3, o.ttl or 0.5
+  local cs = o.cs or 0.2
+  local pauses, pause = o.pauses or 2, o.pause or 3 * ttl
+  local seconds = o.seconds or 45
+  schema(pg)
+  -- each run its own rows, and so its own lock names
+  pg.pg_fenced_runs = (pg.pg_fenced_runs or 0) + 1
+  local base = pg.pg_fenced_runs * 1000
+  local ids = {}
+  if case == "inventory" then
+    local initial = o.stock or 12
+    ids[1] = base
+    assert(select(2, pg:psql(("INSERT INTO items (id, stock) VALUES (%d, %d)"):format(base, initial))))
+  else
+    local n = o.transfers or 8
+    assert(select(2, pg:psql(("INSERT INTO accounts (id, balance) VALUES (%d, 1000000), (%d, 0)")
+      :format(base, base + 1))))
+    for i = 1, n do
+      ids[i] = base + i
+      assert(select(2, pg:psql(("INSERT INTO transfers (id, from_id, to_id, amount) VALUES (%d, %d, %d, %d)")
+        :format(base + i, base, base + 1, 100 + i))))
+    end
+  end
+
+  local t0 = helpers.monotime()
+  local procs = {}
+  for i = 1, workers do
+    procs[i] = helpers.spawn(helpers.lua_cmd("spec/support/pg_worker.lua", o.lock_url, pg.conninfo, case, mode,
+      ttl, cs, seconds, unpack_(ids)))
+  end
+
+  -- the pauses: one holder at a time, caught between its read and write
+  local landed, next_at = 0, t0 + (o.first_pause or 0.3)
+  local function running()
+    for _, p in ipairs(procs) do
+      if p:alive() then return true end
+    end
+  end
+  while running() and helpers.monotime() - t0 < seconds + 5 do
+    if landed < pauses and helpers.monotime() >= next_at then
+      for _, p in ipairs(procs) do
+        local line, count = reading(p, case)
+        if line then
+          p:kill("STOP")
+          -- still there once stopped: the pause is inside the section
+          local again, count2 = reading(p, case)
+          if again == line and count2 == count then
+            helpers.sleep(pause)
+            landed = landed + 1
+            next_at = helpers.monotime() + (o.gap or 0.5)
+          end
+          p:kill("CONT")
+          break
+        end
+      end
+    end
+    helpers.sleep(0.005)
+  end
+
+  local r = { pauses = landed, accepted = 0, stale = 0, errors = 0, log = {} }
+  for i, p in ipairs(procs) do
+    local code = p:wait(10)
+    assert(code == 0, ("worker %d exited %s: %s"):format(i, tostring(code), p:stderr()))
+    for _, line in ipairs(lines(p)) do
+      r.log[#r.log + 1] = "w" .. i .. " " .. line
+      local what, result = line:match("^(%S+) %S+ %S+ (%S+)")
+      if what == "write" and (result:match("^ok") or result == "applied") then r.accepted = r.accepted + 1 end
+      if (what == "write" or what == "read") and result == "stale" then r.stale = r.stale + 1 end
+      if (what == "write" or what == "read") and result:match("^err") then r.errors = r.errors + 1 end
+    end
+    p:stop()
+  end
+  r.seconds = helpers.monotime() - t0
+
+  if case == "inventory" then
+    r.initial = o.stock or 12
+    r.stock = number(pg, "SELECT stock FROM items WHERE id = " .. base)
+    r.orders = number(pg, "SELECT count(*) FROM orders WHERE item_id = " .. base)
+    r.oversold = r.orders - (r.initial - r.stock)
+  else
+    local first, last = base + 1, base + #ids
+    r.transfers = #ids
+    r.applied = number(pg, ("SELECT count(*) FROM ledger WHERE transfer_id BETWEEN %d AND %d"):format(first, last))
+    r.doubled = number(pg, ("SELECT count(*) FROM (SELECT transfer_id FROM ledger WHERE transfer_id BETWEEN %d AND %d"
+      .. " GROUP BY transfer_id HAVING count(*) > 1) AS d"):format(first, last))
+    r.done = number(pg, ("SELECT count(*) FROM transfers WHERE id BETWEEN %d AND %d AND status = 'done'")
+      :format(first, last))
+    local paid = number(pg, "SELECT 1000000 - balance FROM accounts WHERE id = " .. base)
+    local owed = number(pg, ("SELECT coalesce(sum(amount), 0) FROM transfers WHERE id BETWEEN %d AND %d"
+      .. " AND status = 'done'"):format(first, last))
+    r.lost_money = paid - owed
+    r.balance_drift = number(pg, ("SELECT sum(balance) - 1000000 FROM accounts WHERE id IN (%d, %d)")
+      :format(base, base + 1))
+  end
+  return r
+end
+
+return M
