@@ -40,7 +40,7 @@ local PORT_ATTEMPTS = 5   -- another process may grab the port we picked
 local LOG_TAIL_LINES = 20
 
 -- Everything started, so stop_all can clean up after failing specs.
-local registry = { servers = {}, procs = {}, dirs = {} }
+local registry = { servers = {}, procs = {}, dirs = {}, ports = {} }
 
 ---------------------------------------------------------------------------
 -- Shell and process primitives
@@ -261,14 +261,107 @@ end
 local Server = {}
 Server.__index = Server
 
-local function free_port(host)
-  local s = assert(socket.bind(host, 0))
-  local _, port = s:getsockname()
-  s:close()
-  return tonumber(port)
+-- Ports are claimed, not just found free. Spec files run in parallel
+-- (tools/run_specs.sh), each in its own process: a port found free by
+-- binding port 0 and closing is free for every process at once, and the
+-- kernel hands the same ephemeral ports to outgoing connections. So a port
+-- comes from a range below the kernel's ephemeral range, and is claimed by
+-- a file PORT_DIR/<port> holding "<pid> <start time>" of the claiming
+-- process, written under one flock(1) lock. A claim lasts as long as the
+-- process (a stopped server's port stays ours: a spec that connects to it
+-- expects a refusal); the process removes its claims at exit (stop_all), and
+-- the claims of a process that is gone (kill -9, os.exit) are taken over.
+local PORT_DIR = os.getenv("REDISLOCK_PORT_DIR") or "/tmp/redislock-ports"
+
+-- field 22 of /proc/<pid>/stat: with the pid, names a process even after
+-- the pid is reused
+local function start_time(pid)
+  local stat = read_file("/proc/" .. pid .. "/stat")
+  local rest = stat and stat:match(".*%) (.*)")
+  local n, v = 2, nil
+  for w in (rest or ""):gmatch("%S+") do
+    n = n + 1
+    if n == 22 then v = w break end
+  end
+  return v
+end
+local OWN_START = start_time("self")
+
+-- The ports to claim from: below the ephemeral range (where the kernel
+-- picks source ports of connections and ports for bind(0)), or above it.
+local function port_range()
+  local lo, hi = (read_file("/proc/sys/net/ipv4/ip_local_port_range") or ""):match("(%d+)%s+(%d+)")
+  lo, hi = tonumber(lo) or 32768, tonumber(hi) or 60999
+  if lo > 21000 then return 20000, lo - 1 end
+  if hi < 63535 then return hi + 1, 65535 end
+  return 20000, 30000
+end
+local PORT_FIRST, PORT_LAST = port_range()
+local next_port   -- where this process looks next (first: a random place)
+
+-- Claims one port: the first from `from` on whose claim file is missing or
+-- names a process that is gone. Prints it; exits 1 when the range is full.
+local CLAIM = [=[
+dir=$1 first=$2 last=$3 p=$4 me="$5 $6"
+gone() {
+  set -- $1
+  pid=$1 st=$2
+  [ -n "$pid" ] || return 0
+  s=$(cat "/proc/$pid/stat" 2>/dev/null) || return 0
+  set -- ${s##*") "}
+  [ "$1" = Z ] || [ "${20}" != "$st" ]
+}
+n=$((last - first + 1))
+while [ "$n" -gt 0 ]; do
+  c=$(cat "$dir/$p" 2>/dev/null)
+  if [ -z "$c" ] || gone "$c"; then echo "$me" >"$dir/$p" && echo "$p" && exit 0; fi
+  p=$((p + 1)); [ "$p" -le "$last" ] || p=$first
+  n=$((n - 1))
+done
+exit 1
+]=]
+
+local function claim_port()
+  -- spread over the range by pid and time (math.random is left alone: the
+  -- specs seed it for their own use)
+  next_port = next_port or PORT_FIRST + (OWN_PID * 7919 + os.time()) % (PORT_LAST - PORT_FIRST + 1)
+  execute("mkdir -p " .. quote(PORT_DIR) .. " 2>/dev/null")
+  -- a claim's second word is the claimant's start time, field 22 of its
+  -- stat ("${20}" after the ") " that ends the command name)
+  local out, code = M.sh(("flock -w 30 %s sh -c %s claim %s %d %d %d %d %s 2>&1"):format(
+    quote(PORT_DIR .. "/.lock"), quote(CLAIM), quote(PORT_DIR), PORT_FIRST, PORT_LAST, next_port,
+    OWN_PID, quote(OWN_START or "?")))
+  local port = code == 0 and tonumber(out:match("^(%d+)"))
+  assert(port, "no port to claim in " .. PORT_DIR .. ": " .. out)
+  registry.ports[port] = true
+  next_port = port < PORT_LAST and port + 1 or PORT_FIRST
+  return port
 end
 
---- A TCP port that nothing listens on now, on `host` (default 127.0.0.1).
+local function release_ports()
+  for port in pairs(registry.ports) do
+    local c = read_file(PORT_DIR .. "/" .. port)
+    if c and c:match("^(%d+)") == tostring(OWN_PID) then os.remove(PORT_DIR .. "/" .. port) end
+    registry.ports[port] = nil
+  end
+end
+
+-- A claimed port nothing listens on now (something outside the specs may
+-- use a port of the range: that one stays claimed, and the next is tried).
+local function free_port(host)
+  for _ = 1, 100 do
+    local port = claim_port()
+    local s = socket.bind(host, port)
+    if s then
+      s:close()
+      return port
+    end
+  end
+  error("no free port on " .. host .. " after 100 claims", 2)
+end
+
+--- A TCP port that nothing listens on now, on `host` (default 127.0.0.1),
+-- and that no other spec process will pick while this one runs.
 function M.free_port(host) return free_port(host or "127.0.0.1") end
 
 -- An aclfile overrides --requirepass (the default user silently becomes
@@ -726,6 +819,7 @@ function M.stop_all()
   for p in pairs(registry.procs) do pcall(p.stop, p) end
   for srv in pairs(registry.servers) do pcall(srv.stop, srv) end
   for dir in pairs(registry.dirs) do remove_dir(dir) end
+  release_ports()
 end
 
 -- Runs stop_all when the Lua state closes (or busted's insulate drops this
