@@ -277,12 +277,17 @@ install:
 	@$(DEPS_SH) $(BUILD_DEPS)
 	@$(MAKE) --no-print-directory install-files
 
+# Each install compiles into a directory of its own under build/install/:
+# two installs at once (specs 13 and 14 run in parallel, each its own
+# PREFIX) must not link into, and copy, one build/install/core.so.
 install-files: build/scripts_gen.h
 	$(foreach c,' | & \ ],$(if $(findstring $(c),$(INSTALL_PATHS)),$(error install paths must not contain $(c))))
 	@mkdir -p build/install
-	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o build/install/core.so $(SRCS) $(LIBS)
-	install -d $(DESTDIR)$(LUA_CMOD)/redislock $(DESTDIR)$(LUA_LMOD)/redislock/scripts $(DESTDIR)$(BINDIR)
-	install -m 0755 build/install/core.so $(DESTDIR)$(LUA_CMOD)/redislock/core.so
+	tmp=$$(mktemp -d build/install/core.XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $$tmp/core.so $(SRCS) $(LIBS) && \
+	install -d $(DESTDIR)$(LUA_CMOD)/redislock && \
+	install -m 0755 $$tmp/core.so $(DESTDIR)$(LUA_CMOD)/redislock/core.so
+	install -d $(DESTDIR)$(LUA_LMOD)/redislock/scripts $(DESTDIR)$(BINDIR)
 	install -m 0644 lua/redislock.lua $(DESTDIR)$(LUA_LMOD)/redislock.lua
 	install -m 0644 $(SCRIPTS) $(DESTDIR)$(LUA_LMOD)/redislock/scripts/
 	$(if $(LUA_MODULES),install -m 0644 $(LUA_MODULES) $(DESTDIR)$(LUA_LMOD)/redislock/)
