@@ -27,7 +27,7 @@ describe("make install", function()
   setup(function() srv = helpers.start_redis() end)
   teardown(function() srv:stop() end)
 
-  it("puts a command in PREFIX/bin that runs with no LUA_PATH, under cron's PATH, from anywhere", function()
+  it("puts a command in PREFIX/bin that runs with no LUA_PATH, under cron's PATH, from anywhere #builds", function()
     local prefix = helpers.tmpdir() .. "/opt"
     local out, code = helpers.sh(MAKE .. " install PREFIX=" .. quote(prefix) .. " 2>&1")
     assert.equal(0, code, out)
@@ -49,7 +49,7 @@ describe("make install", function()
     assert.is_false(exists(prefix .. "/lib/lua/5.4/redislock/core.so"))
   end)
 
-  it("compiles the core for the Lua being installed, not the one the checkout built", function()
+  it("compiles the core for the Lua being installed, not the one the checkout built #builds", function()
     local version
     for _, v in ipairs({ "5.3", "5.2", "5.1" }) do
       local _, has_lua = helpers.sh("command -v lua" .. v .. " >/dev/null")
