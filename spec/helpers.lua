@@ -557,6 +557,12 @@ end
 
 function Server:alive() return alive(self.pid) end
 
+--- Clients blocked in a blocking command (BLPOP, ...) now, from INFO
+-- clients: a spec waits for a waiter to block instead of sleeping a while.
+function Server:blocked_clients()
+  return tonumber((self:cli_raw("INFO", "clients")):match("blocked_clients:(%d+)")) or 0
+end
+
 --- Signal the redis-server process ("STOP", "CONT", "KILL", 9, ...).
 function Server:kill(sig) return send_signal(self.pid, sig) end
 
