@@ -22,7 +22,10 @@
 #                   issue 14 asks; BENCH_SHORT=1: 6 s)
 #   make bench-plot PNGs of handoff latency and watchdog cost into bench/plots/
 #   make fuzz       libFuzzer on the C core for FUZZ_SECONDS (30)
+#   make ci-deps    install every Debian package CI's targets need, at once
 #
+# The spec targets run JOBS spec files at a time (tools/run_specs.sh; 4,
+# make valgrind 1): make test JOBS=1 runs them one after another.
 # Another Lua: make LUA_VERSION=5.1, or make LUA=luajit LUA_PC=luajit.
 
 LUA_VERSION ?= 5.4
@@ -39,6 +42,11 @@ BINDIR      ?= $(PREFIX)/bin
 # Debian packages each target needs (installed by tools/deps.sh if missing).
 BUILD_DEPS  = pkg-config liblua$(LUA_VERSION)-dev libhiredis-dev lua$(LUA_VERSION)
 TEST_DEPS   = $(BUILD_DEPS) redis-server redis-tools redis-sentinel iproute2 util-linux lua-busted lua-check lua-system lua-socket luarocks
+TEST51_DEPS = liblua5.1-0-dev lua5.1
+TEST52_DEPS = liblua5.2-dev lua5.2
+TEST53_DEPS = liblua5.3-dev lua5.3
+TESTJIT_DEPS = libluajit2-5.1-dev luajit2 nginx-light libnginx-mod-http-lua lua-nginx-redis curl
+FUZZ_DEPS   = clang libclang-rt-14-dev
 
 LUA_CFLAGS  := $(shell $(PKG_CONFIG) --cflags $(LUA_PC) 2>/dev/null)
 HIREDIS_CFLAGS := $(shell $(PKG_CONFIG) --cflags hiredis 2>/dev/null)
@@ -65,7 +73,7 @@ LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lu
 
 TARGET  = redislock/core.so
 
-.PHONY: all deps test-deps test ctest specs lint demo install install-files uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 test52 test53 testjit fuzz
+.PHONY: all deps test-deps ci-deps test ctest specs lint demo install install-files uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 test52 test53 testjit fuzz
 
 # DEPS=no: install no Debian packages (luarocks passes it: it brings the Lua
 # headers itself, and may not run as root). Without it a plain `make` on a
@@ -83,6 +91,11 @@ deps:
 
 test-deps:
 	@tools/deps.sh $(TEST_DEPS)
+
+# What .ci/run needs, in one apt run before it starts targets side by side
+# (two apt-gets at once fail on dpkg's lock).
+ci-deps:
+	@tools/deps.sh $(TEST_DEPS) $(TEST51_DEPS) $(TEST52_DEPS) $(TEST53_DEPS) $(TESTJIT_DEPS) $(FUZZ_DEPS)
 
 build/scripts_gen.h: tools/gen_scripts.lua $(SCRIPTS)
 	@mkdir -p build
@@ -153,9 +166,11 @@ sanitize: test-deps
 	 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	 REDISLOCK_CPATH="./build/asan/?.so" LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh --exclude-tags=builds $(SPECS)
 
+# One spec file at a time unless JOBS says otherwise: memcheck keeps a core
+# busy, and the specs' timings were set for one at a time under it.
 valgrind: test-deps
 	@$(MAKE) --no-print-directory all
-	@REDISLOCK_VALGRIND=1 LUA="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --child-silent-after-fork=yes \
+	@REDISLOCK_VALGRIND=1 JOBS="$(or $(JOBS),1)" LUA="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --child-silent-after-fork=yes \
 	 --suppressions=tools/valgrind.supp $(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(SPECS)
 
 # The watchdog thread under helgrind: data races and lock-order errors. The
@@ -222,7 +237,7 @@ build/lua5.1/$(TARGET): $(SRCS) $(HDRS)
 	    $(ALL_LDFLAGS) -o $@ $(SRCS) $(LIBS)
 
 test51: test-deps
-	@tools/deps.sh liblua5.1-0-dev lua5.1
+	@tools/deps.sh $(TEST51_DEPS)
 	@$(MAKE) --no-print-directory build/lua5.1/$(TARGET)
 	@REDISLOCK_CPATH="./build/lua5.1/?.so" LUA=lua5.1 BUSTED="$(BUSTED)" \
 	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS)
@@ -235,7 +250,7 @@ build/lua5.2/$(TARGET) build/lua5.3/$(TARGET): $(SRCS) $(HDRS)
 	    $(ALL_LDFLAGS) -o $@ $(SRCS) $(LIBS)
 
 test52 test53: test-deps
-	@tools/deps.sh liblua5.$(subst test5,,$@)-dev lua5.$(subst test5,,$@)
+	@tools/deps.sh $($(subst test5,TEST5,$@)_DEPS)
 	@$(MAKE) --no-print-directory build/lua5.$(subst test5,,$@)/$(TARGET)
 	@REDISLOCK_CPATH="./build/lua5.$(subst test5,,$@)/?.so" LUA=lua5.$(subst test5,,$@) BUSTED="$(BUSTED)" \
 	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS)
@@ -251,7 +266,7 @@ build/luajit/$(TARGET): $(SRCS) $(HDRS)
 
 # It also runs the library inside nginx with its Lua module (test/hosts/).
 testjit: test-deps
-	@tools/deps.sh libluajit2-5.1-dev luajit2 nginx-light libnginx-mod-http-lua lua-nginx-redis curl
+	@tools/deps.sh $(TESTJIT_DEPS)
 	@$(MAKE) --no-print-directory build/luajit/$(TARGET)
 	@REDISLOCK_CPATH="./build/luajit/?.so" LUA=luajit BUSTED="$(BUSTED)" \
 	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS) test/hosts/nginx_spec.lua \
@@ -260,7 +275,7 @@ testjit: test-deps
 # libFuzzer over the C core's parsing of untrusted bytes (fuzz/README.md).
 FUZZ_SECONDS ?= 30
 fuzz: test-deps
-	@tools/deps.sh clang libclang-rt-14-dev
+	@tools/deps.sh $(FUZZ_DEPS)
 	@$(MAKE) --no-print-directory build/scripts_gen.h
 	@bash fuzz/run.sh $(FUZZ_SECONDS)
 
