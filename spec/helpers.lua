@@ -20,7 +20,7 @@ Always stop what you start in teardown. Two safety nets exist on top of that:
   * helpers.stop_all() runs from a __gc sentinel when the Lua state is closed
     (busted leaves through os.exit(code, true), which closes the state), so a
     spec that errors before its teardown does not leak servers;
-  * every redis-server / spawned command runs under a small `sh` guardian that
+  * every redis-server / spawned command runs under a small `bash` guardian that
     SIGKILLs it (and removes its temp dir) as soon as this Lua process is gone,
     which covers kill -9 and crashes, where no Lua code runs at all.
 
@@ -200,14 +200,22 @@ end
 -- gone it SIGKILLs the child's process group. When the child ends, the
 -- guardian kills the watchdog and either records the exit status or, if the
 -- owner is gone, removes the work dir. So nothing outlives the child by more
--- than one poll. @...@ placeholders are filled in by guard().
+-- than one poll. The poll waits in bash's read -t on a FIFO of its own,
+-- which nothing writes: a timer without a `sleep` process five times a
+-- second for every server and command alive (spec files run side by side,
+-- and those forks added up). @...@ placeholders are filled in by guard().
 local GUARDIAN = [=[
 owner=@OWNER@ dir=@DIR@
 alive() { read s 2>/dev/null <"/proc/$1/stat" || return 1; s=${s##*") "}; [ "${s%% *}" != Z ]; }
 setsid @ARGV@ >@OUT@ 2>@ERR@ </dev/null &
 c=$!
 echo "$c $$" >"$dir/guard.tmp" && mv "$dir/guard.tmp" "$dir/guard.pid"
-( while alive "$owner"; do sleep 0.2; done
+( if mkfifo "$dir/guard.tick" 2>/dev/null && exec 3<>"$dir/guard.tick"; then
+    tick() { read -r -t 0.2 -u 3 _; }
+  else
+    tick() { sleep 0.2; }
+  fi
+  while alive "$owner"; do tick; done
   kill -s KILL -- "-$c" 2>/dev/null || kill -s KILL "$c" 2>/dev/null ) &
 w=$!
 wait "$c"; st=$?
@@ -224,6 +232,7 @@ fi
 local function guard(argv, dir, out, err)
   os.remove(dir .. "/guard.pid")
   os.remove(dir .. "/status")
+  os.remove(dir .. "/guard.tick")
   local script = GUARDIAN:gsub("@(%u+)@", {
     OWNER = tostring(OWN_PID),
     DIR = quote(dir),
@@ -233,7 +242,7 @@ local function guard(argv, dir, out, err)
   })
   -- setsid: a group signal aimed at the owner (or at the child) must not take
   -- the guardian down with it, or the child would be orphaned.
-  assert(execute("setsid sh -c " .. quote(script) .. " >/dev/null 2>&1 </dev/null &"))
+  assert(execute("setsid bash -c " .. quote(script) .. " >/dev/null 2>&1 </dev/null &"))
   local line = M.wait_until(function() return read_file(dir .. "/guard.pid") end, 5, 0.01)
   assert(line, "guardian did not start: " .. argv)
   local pid, gpid = line:match("^(%d+) (%d+)")
