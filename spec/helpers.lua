@@ -451,11 +451,84 @@ local function cli_cmdline(srv, mode, ...)
   return table.concat(a, " ") .. " </dev/null"
 end
 
--- Any reply (PONG, NOAUTH, ...) means the server is up; connection errors go
--- to stderr, so stdout stays empty until then.
+-- One RESP2 reply from `sock` as Lua values: status and bulk strings as
+-- strings, integers as numbers, a nil bulk or array as false, arrays as
+-- tables; an error reply as nil, its text, "reply".
+local function read_reply(sock)
+  local line, err = sock:receive("*l")
+  if not line then return nil, "connection: " .. tostring(err), "connection" end
+  local kind, rest = line:sub(1, 1), line:sub(2)
+  if kind == "+" then return rest end
+  if kind == "-" then return nil, rest, "reply" end
+  if kind == ":" then return tonumber(rest) end
+  local n = tonumber(rest)
+  if kind == "$" then
+    if n < 0 then return false end
+    local data, e = sock:receive(n + 2)
+    if not data then return nil, "connection: " .. tostring(e), "connection" end
+    return data:sub(1, n)
+  end
+  if kind == "*" then
+    if n < 0 then return false end
+    local list = {}
+    for i = 1, n do
+      local v, e, k = read_reply(sock)
+      if v == nil then
+        if k == "connection" then return nil, e, k end
+        v = { err = e }   -- an error inside an array (EXEC): kept, not raised
+      end
+      list[i] = v
+    end
+    return list
+  end
+  return nil, "connection: bad reply " .. line, "connection"
+end
+
+--- Run one command on this server over a connection of its own, opened
+-- and closed here (with AUTH when it has a password), in this process: no
+-- redis-cli process, so the helpers that poll a server many times a second
+-- (start, topology readiness) do not load the machine that other spec files
+-- share. Returns the reply as Lua values (see read_reply), or nil, the
+-- message and "reply" (an error reply) or "connection". Times out after
+-- `timeout_s` (5) per step.
+function Server:call(...)
+  local sock, err
+  if self.path then
+    local ok, unix = pcall(require, "socket.unix")
+    if not ok then return nil, "connection: no socket.unix", "connection" end
+    sock = unix()
+    sock:settimeout(5)
+    local done, e = sock:connect(self.path)
+    if not done then sock:close() sock, err = nil, e end
+  else
+    sock, err = socket.connect(self.host, self.port)
+  end
+  if not sock then return nil, "connection: " .. tostring(err), "connection" end
+  sock:settimeout(5)
+  local function request(...)
+    local parts = { "*" .. select("#", ...) .. "\r\n" }
+    for i = 1, select("#", ...) do
+      local a = tostring((select(i, ...)))
+      parts[#parts + 1] = "$" .. #a .. "\r\n" .. a .. "\r\n"
+    end
+    return table.concat(parts)
+  end
+  local v, e, k
+  local sent = sock:send((self.password and request("AUTH", self.password) or "") .. request(...))
+  if not sent then
+    v, e, k = nil, "connection: send failed", "connection"
+  else
+    if self.password then v, e, k = read_reply(sock) end
+    if v ~= nil or k == "reply" or not self.password then v, e, k = read_reply(sock) end
+  end
+  sock:close()
+  return v, e, k
+end
+
+-- Any reply (PONG, NOAUTH, ...) means the server is up.
 local function answers(srv)
-  local out = M.sh(cli_cmdline(srv, "--raw", "PING") .. " 2>/dev/null")
-  return trim(out) ~= ""
+  local v, _, kind = srv:call("PING")
+  return v ~= nil or kind == "reply"
 end
 
 local function wait_ready(srv)
@@ -569,7 +642,8 @@ function Server:alive() return alive(self.pid) end
 --- Clients blocked in a blocking command (BLPOP, ...) now, from INFO
 -- clients: a spec waits for a waiter to block instead of sleeping a while.
 function Server:blocked_clients()
-  return tonumber((self:cli_raw("INFO", "clients")):match("blocked_clients:(%d+)")) or 0
+  local info = self:call("INFO", "clients")
+  return tonumber(type(info) == "string" and info:match("blocked_clients:(%d+)")) or 0
 end
 
 --- Signal the redis-server process ("STOP", "CONT", "KILL", 9, ...).
