@@ -52,9 +52,11 @@ done
 
 # The files that take longest start first (order among the rest as given):
 # with JOBS at a time, a long file started last would end the run alone.
-# Measured with JOBS=4 (issue 23); only an order, never a filter.
-SLOW=(spec/11-torture_spec.lua spec/20-redlock_spec.lua spec/19-sentinel_spec.lua
-      spec/09-cli_spec.lua spec/18-cluster_spec.lua spec/14-docs_spec.lua spec/06-watchdog_spec.lua)
+# From the times .ci/run printed (issue 23); only an order, never a filter.
+SLOW=(spec/11-torture_spec.lua spec/18-cluster_spec.lua spec/09-cli_spec.lua
+      spec/20-redlock_spec.lua spec/19-sentinel_spec.lua spec/06-watchdog_spec.lua
+      test/hosts/nginx_spec.lua spec/00-topology_support_spec.lua spec/07-rockspec_spec.lua
+      spec/13-install_spec.lua spec/08-waiting_spec.lua spec/14-docs_spec.lua)
 ordered=()
 for s in "${SLOW[@]}"; do
     for f in "${files[@]}"; do [ "$f" != "$s" ] || ordered+=("$f"); done
