@@ -18,21 +18,39 @@ describe("waiting", function()
     srv:stop()
   end)
 
-  -- A holder process that releases at a time it reports.
-  local function holder(name, hold_s)
+  -- A holder process that releases at a time it reports: after hold_s, or
+  -- once the file `go` exists (hold_s then only bounds the wait), for a
+  -- test whose release must come after something it waits for.
+  local function holder(name, hold_s, go)
     local p = helpers.spawn(helpers.lua_cmd(string.format([[
       local redislock = require "redislock"
       local core = require "redislock.core"
       local c = assert(redislock.connect { url = %q })
       local l = assert(c:acquire(%q, { ttl = 10 }))
       print("held") io.stdout:flush()
-      core.sleep(%f)
+      local hold, go = %f, %q
+      if go == "" then
+        core.sleep(hold)
+      else
+        local deadline = core.monotime() + hold
+        while core.monotime() < deadline do
+          local f = io.open(go)
+          if f then f:close() break end
+          core.sleep(0.01)
+        end
+      end
       local t = core.monotime()
       assert(l:release())
       print(string.format("released %%.9f", t)) io.stdout:flush()
-    ]], srv.url, name, hold_s)))
+    ]], srv.url, name, hold_s, go or "")))
     assert(helpers.wait_until(function() return p:stdout():find("held") end, 5))
     return p
+  end
+
+  -- A file for holder()'s `go`, and the function that makes it.
+  local function go_file()
+    local path = helpers.tmpdir() .. "/go"
+    return path, function() assert(io.open(path, "w")):close() end
   end
 
   for _, notify in ipairs({ true, false }) do
@@ -302,15 +320,19 @@ describe("waiting", function()
 
   it("fair = true grants waiters in arrival order", function()
     local name = "fair"
-    local p = holder(name, 1.2)
+    -- released once all four are queued (a fixed 1.2 s hold ran out before
+    -- the fourth had started, under ASan with other spec files running)
+    local go, release = go_file()
+    local p = holder(name, 30, go)
     local waiters = {}
     for i = 1, 4 do
-      waiters[i] = fair_waiter(name, 10)
+      waiters[i] = fair_waiter(name, 40)
       -- each is queued before the next starts
       assert(helpers.wait_until(function()
         return tonumber((srv:cli_raw("LLEN", "{fair}:queue"))) == i
       end, 5, 0.01), "waiter " .. i .. " did not queue")
     end
+    release()
     assert.equal(0, p:wait(10))
     local times = {}
     for i, w in ipairs(waiters) do
@@ -327,8 +349,10 @@ describe("waiting", function()
   it("a fair waiter that gives up or dies does not block the line", function()
     local name = "fair2"
     -- (the quitter must still be in line when the third waiter joins: under
-    -- a sanitizer on a slow day, starting a waiter took longer than 0.3 s)
-    local p = holder(name, 3.0)
+    -- a sanitizer on a slow day, starting a waiter took longer than 0.3 s;
+    -- and the release comes once the quitter gave up and the doomed one died)
+    local go, release = go_file()
+    local p = holder(name, 30, go)
     local quitter = fair_waiter(name, 1.5)    -- gives up before the release
     assert(helpers.wait_until(function() return srv:cli_raw("LLEN", "{fair2}:queue") == "1" end, 5, 0.01))
     local doomed = fair_waiter(name, 30)       -- will be killed while queued
@@ -338,6 +362,7 @@ describe("waiting", function()
     assert.equal(0, quitter:wait(5))
     assert.matches("failed timeout", quitter:stdout())
     doomed:kill("KILL")
+    release()
     assert.equal(0, p:wait(10))
     local released = tonumber(p:stdout():match("released (%S+)"))
     assert.equal(0, patient:wait(15), patient:stderr())
