@@ -25,7 +25,10 @@
 #                   issue 14 asks; BENCH_SHORT=1: 6 s)
 #   make bench-plot PNGs of handoff latency and watchdog cost into bench/plots/
 #   make fuzz       libFuzzer on the C core for FUZZ_SECONDS (30)
+#   make ci-deps    install every Debian package CI's targets need, at once
 #
+# The spec targets run JOBS spec files at a time (tools/run_specs.sh; 4,
+# make valgrind 1): make test JOBS=1 runs them one after another.
 # Another Lua: make LUA_VERSION=5.1, or make LUA=luajit LUA_PC=luajit.
 
 .DEFAULT_GOAL := all
@@ -47,7 +50,12 @@ MANDIR      ?= $(PREFIX)/share/man
 # RESOURCE=postgres` and `make demo-postgres`.
 BUILD_DEPS  = pkg-config liblua$(LUA_VERSION)-dev libhiredis-dev lua$(LUA_VERSION)
 TEST_DEPS   = $(BUILD_DEPS) redis-server redis-tools redis-sentinel iproute2 util-linux lua-busted lua-check lua-system lua-socket luarocks \
-              postgresql-15 lua-sql-postgres
+              postgresql-15 lua-sql-postgres groff-base
+TEST51_DEPS = liblua5.1-0-dev lua5.1
+TEST52_DEPS = liblua5.2-dev lua5.2
+TEST53_DEPS = liblua5.3-dev lua5.3
+TESTJIT_DEPS = libluajit2-5.1-dev luajit2 nginx-light libnginx-mod-http-lua lua-nginx-redis curl
+FUZZ_DEPS   = clang libclang-rt-14-dev
 
 LUA_CFLAGS  := $(shell $(PKG_CONFIG) --cflags $(LUA_PC) 2>/dev/null)
 HIREDIS_CFLAGS := $(shell $(PKG_CONFIG) --cflags hiredis 2>/dev/null)
@@ -108,6 +116,11 @@ build/$(1)/libcore_nolua.a: $$(NOLUA_SRCS:%.c=build/$(1)/obj/%.o)
 endef
 $(foreach v,$(sort $(VARIANTS)),$(eval $(call core_variant,$(v))))
 
+# Two makes building one variant at once (specs 13 and 14 install while
+# .ci/run's targets build, each in a process of its own) would write the
+# same objects: each build of a variant runs under that variant's lock.
+locked = mkdir -p build && $(if $(shell command -v flock 2>/dev/null),flock build/.$(1).lock)
+
 # The checkout's own module (the specs' and `make demo`'s): the build for
 # LUA_PC, copied where "./?.so" finds it.
 TARGET  = redislock/core.so
@@ -118,7 +131,7 @@ $(TARGET): build/$(LUA_PC)/redislock/core.so
 SCRIPTS = $(sort $(wildcard lua/redislock/scripts/*.lua))
 LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lua))
 
-.PHONY: all deps test-deps test ctest specs lint demo demo-postgres install install-files uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 test52 test53 testjit fuzz
+.PHONY: all deps test-deps ci-deps test ctest specs lint demo demo-postgres install install-files uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 test52 test53 testjit fuzz
 
 # DEPS=no: install no Debian packages (luarocks passes it: it brings the Lua
 # headers itself, and may not run as root). Without it a plain `make` on a
@@ -129,13 +142,18 @@ DEPS_SH = $(if $(filter no,$(DEPS)),:,tools/deps.sh)
 
 all:
 	@$(DEPS_SH) $(BUILD_DEPS)
-	@$(MAKE) --no-print-directory $(TARGET)
+	@$(call locked,$(LUA_PC)) $(MAKE) --no-print-directory $(TARGET)
 
 deps:
 	@tools/deps.sh $(BUILD_DEPS)
 
 test-deps:
 	@tools/deps.sh $(TEST_DEPS)
+
+# What .ci/run needs, in one apt run before it starts targets side by side
+# (two apt-gets at once fail on dpkg's lock).
+ci-deps:
+	@tools/deps.sh $(TEST_DEPS) $(TEST51_DEPS) $(TEST52_DEPS) $(TEST53_DEPS) $(TESTJIT_DEPS) $(FUZZ_DEPS)
 
 # (the folder too: its time changes when a script is added or removed)
 build/scripts_gen.h: tools/gen_scripts.lua $(SCRIPTS) lua/redislock/scripts
@@ -159,7 +177,7 @@ build/asan/test/%: test/c/%.c build/asan/libcore_nolua.a $(wildcard test/c/*.h)
 	$(CC) $(CTEST_CFLAGS) $(SAN_FLAGS) -o $@ $< build/asan/libcore_nolua.a $(CTEST_LIBS)
 
 ctest: deps
-	@$(MAKE) --no-print-directory $(CTESTS:%=build/$(LUA_PC)/test/%)
+	@$(call locked,$(LUA_PC)) $(MAKE) --no-print-directory $(CTESTS:%=build/$(LUA_PC)/test/%)
 	@for t in $(CTESTS); do build/$(LUA_PC)/test/$$t || exit 1; done
 
 # The test command (README, .ci/run): ends with "N passed, N failed".
@@ -180,20 +198,24 @@ demo-postgres: test-deps
 	@$(LUA) tools/demo_postgres.lua
 
 # ASan+UBSan build of the core, loaded into the stock interpreter through
-# LD_PRELOAD (the interpreter itself is not instrumented).
+# LD_PRELOAD (the interpreter itself is not instrumented). Without the specs
+# tagged #builds: they compile and install a core of their own (not this
+# one) with the compiler under LD_PRELOAD, and `make test` runs them.
 
 # (Targets that build run a sub-make after test-deps: on a fresh machine the
 # pkg-config flags above were read before the packages were installed.)
 sanitize: test-deps
-	@$(MAKE) --no-print-directory build/asan/$(TARGET) $(CTESTS:%=build/asan/test/%)
+	@$(call locked,asan) $(MAKE) --no-print-directory build/asan/$(TARGET) $(CTESTS:%=build/asan/test/%)
 	@for t in $(CTESTS); do build/asan/test/$$t || exit 1; done
 	@LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	 REDISLOCK_CPATH="./build/asan/?.so" LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(SPECS)
+	 REDISLOCK_CPATH="./build/asan/?.so" LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh --exclude-tags=builds $(SPECS)
 
+# One spec file at a time unless JOBS says otherwise: memcheck keeps a core
+# busy, and the specs' timings were set for one at a time under it.
 valgrind: test-deps
 	@$(MAKE) --no-print-directory all
-	@REDISLOCK_VALGRIND=1 LUA="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --child-silent-after-fork=yes \
+	@REDISLOCK_VALGRIND=1 JOBS="$(or $(JOBS),1)" LUA="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --child-silent-after-fork=yes \
 	 --suppressions=tools/valgrind.supp $(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(SPECS)
 
 # The watchdog thread under helgrind: data races and lock-order errors. The
@@ -257,8 +279,8 @@ COMPAT_SPECS = spec/01-core_spec.lua spec/03-lock_spec.lua spec/06-watchdog_spec
                spec/31-postgres_fences_spec.lua
 
 test51: test-deps
-	@tools/deps.sh liblua5.1-0-dev lua5.1
-	@$(MAKE) --no-print-directory build/lua5.1/$(TARGET)
+	@tools/deps.sh $(TEST51_DEPS)
+	@$(call locked,lua5.1) $(MAKE) --no-print-directory build/lua5.1/$(TARGET)
 	@REDISLOCK_CPATH="./build/lua5.1/?.so" LUA=lua5.1 BUSTED="$(BUSTED)" \
 	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS)
 
@@ -266,8 +288,8 @@ test51: test-deps
 # (`make test52`, `make test53`; CI runs both).
 
 test52 test53: test-deps
-	@tools/deps.sh liblua5.$(subst test5,,$@)-dev lua5.$(subst test5,,$@)
-	@$(MAKE) --no-print-directory build/lua5.$(subst test5,,$@)/$(TARGET)
+	@tools/deps.sh $($(subst test5,TEST5,$@)_DEPS)
+	@$(call locked,lua5.$(subst test5,,$@)) $(MAKE) --no-print-directory build/lua5.$(subst test5,,$@)/$(TARGET)
 	@REDISLOCK_CPATH="./build/lua5.$(subst test5,,$@)/?.so" LUA=lua5.$(subst test5,,$@) BUSTED="$(BUSTED)" \
 	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS)
 
@@ -278,8 +300,8 @@ test52 test53: test-deps
 
 # It also runs the library inside nginx with its Lua module (test/hosts/).
 testjit: test-deps
-	@tools/deps.sh libluajit2-5.1-dev luajit2 nginx-light libnginx-mod-http-lua lua-nginx-redis curl
-	@$(MAKE) --no-print-directory build/luajit/$(TARGET)
+	@tools/deps.sh $(TESTJIT_DEPS)
+	@$(call locked,luajit) $(MAKE) --no-print-directory build/luajit/$(TARGET)
 	@REDISLOCK_CPATH="./build/luajit/?.so" LUA=luajit BUSTED="$(BUSTED)" \
 	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS) test/hosts/nginx_spec.lua \
 	 test/hosts/nginx_topology_spec.lua test/hosts/nginx_metrics_spec.lua
@@ -287,7 +309,7 @@ testjit: test-deps
 # libFuzzer over the C core's parsing of untrusted bytes (fuzz/README.md).
 FUZZ_SECONDS ?= 30
 fuzz: test-deps
-	@tools/deps.sh clang libclang-rt-14-dev
+	@tools/deps.sh $(FUZZ_DEPS)
 	@$(MAKE) --no-print-directory build/scripts_gen.h
 	@bash fuzz/run.sh $(FUZZ_SECONDS)
 
@@ -304,7 +326,7 @@ INSTALL_PATHS = $(LUA_ABS)$(LUA_LMOD)$(LUA_CMOD)
 # LUA_PC=luajit` must never install a build for another Lua.
 install:
 	@$(DEPS_SH) $(BUILD_DEPS)
-	@$(MAKE) --no-print-directory install-files
+	@$(call locked,$(LUA_PC)) $(MAKE) --no-print-directory install-files
 
 install-files: build/$(LUA_PC)/redislock/core.so
 	$(foreach c,' | & \ ],$(if $(findstring $(c),$(INSTALL_PATHS)),$(error install paths must not contain $(c))))

@@ -411,7 +411,11 @@ describe("watchdog", function()
         -- is due 19 ms after the grant, or up to half of that earlier when
         -- the thread is awake anyway), and releases land all over a renewal
         helpers.sleep((i % 7) * 0.006)
-        assert(l:release())
+        -- (a 60 ms lease may run out before its renewal lands on a loaded
+        -- machine: then the release says "not held"; what is checked is
+        -- that nothing is sent after it either way)
+        local ok, err = l:release()
+        assert(ok or err == "not held", err)
       end
       helpers.sleep(0.2) -- 3x the ttl
       mon:kill("TERM")

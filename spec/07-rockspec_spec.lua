@@ -5,7 +5,7 @@ local helpers = require "spec.helpers"
 local docs = require "spec.support.docs"
 
 describe("rockspec", function()
-  it("luarocks make installs a tree that loads and runs on its own, without warnings", function()
+  it("luarocks make installs a tree that loads and runs on its own, without warnings #builds", function()
     -- tools/rock_check.sh fails on any luarocks warning (such as "unmatched
     -- variable"), on an installed #!/usr/bin/lua, and on a bin/redislock
     -- that does not run with PATH=/usr/bin:/bin and no LUA_PATH, and on a

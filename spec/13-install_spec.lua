@@ -38,7 +38,7 @@ describe("make install", function()
     return opt
   end
 
-  it("installs a man page that man and groff render without a warning", function()
+  it("installs a man page that man and groff render without a warning #builds", function()
     -- groff-base brings groff and nroff (man-db's man runs them)
     local out, code = helpers.sh("tools/deps.sh groff-base 2>&1")
     if code ~= 0 or select(2, helpers.sh("command -v groff >/dev/null")) ~= 0 then
@@ -64,7 +64,7 @@ describe("make install", function()
     end
   end)
 
-  it("puts a command in PREFIX/bin that runs with no LUA_PATH, under cron's PATH, from anywhere", function()
+  it("puts a command in PREFIX/bin that runs with no LUA_PATH, under cron's PATH, from anywhere #builds", function()
     local prefix = installed()
     local out, code
     local bin = prefix .. "/bin/redislock"
@@ -89,7 +89,7 @@ describe("make install", function()
     assert.is_false(exists(prefix .. "/lib/lua/5.4/redislock/core.so"))
   end)
 
-  it("compiles the core for the Lua being installed, not the one the checkout built", function()
+  it("compiles the core for the Lua being installed, not the one the checkout built #builds", function()
     local version
     for _, v in ipairs({ "5.3", "5.2", "5.1" }) do
       local _, has_lua = helpers.sh("command -v lua" .. v .. " >/dev/null")

@@ -55,7 +55,7 @@ describe("docs", function()
       end
     end)
 
-    it("its Quick start runs as pasted: make, a Redis on 6379, LUA_PATH and LUA_CPATH, the file", function()
+    it("its Quick start runs as pasted: make, a Redis on 6379, LUA_PATH and LUA_CPATH, the file #builds", function()
       local sh, code
       for _, b in ipairs(blocks(docs.section("README.md", "Quick start"))) do
         if b.info == "sh" and not sh then sh = b.body end
@@ -208,7 +208,7 @@ describe("docs", function()
   end)
 
   describe("cli.md: Guarding cron jobs", function()
-    it("the crontab example runs as cron runs it: PATH=/usr/bin:/bin, no LUA_PATH, silent", function()
+    it("the crontab example runs as cron runs it: PATH=/usr/bin:/bin, no LUA_PATH, silent #builds", function()
       local cron
       for _, b in ipairs(blocks(docs.section("cli.md", "A cron job on every host"))) do
         if b.info == "crontab" then cron = b.body end

@@ -80,8 +80,8 @@ describe("read-write locks", function()
       procs[i] = helpers.spawn(helpers.lua_cmd("tools/share_worker.lua", srv.url, "reads", name, 40,
         start_at, "100-200"))
     end
-    helpers.sleep(1)
-    assert.is_true(c:rwlock(name):inspect().readers > 0)
+    assert(helpers.wait_until(function() return c:rwlock(name):inspect().readers > 0 end, 10),
+      "no reader got in")
     local t0 = helpers.monotime()
     local w, err = c:rwlock(name):write { wait = 5 }
     local waited = helpers.monotime() - t0
@@ -112,7 +112,8 @@ describe("read-write locks", function()
     for _, p in ipairs(procs) do
       assert(helpers.wait_until(function() return p:stdout():find("waiting") end, 10))
     end
-    helpers.sleep(0.5)                    -- all three blocked on the signal list
+    assert(helpers.wait_until(function() return srv:blocked_clients() >= 3 end, 10),
+      "the readers did not all block on the signal list")
     local t_release = helpers.monotime()
     assert.is_true(w:release())
     for i, p in ipairs(procs) do

@@ -112,7 +112,8 @@ describe("semaphores", function()
     for _, p in ipairs(procs) do
       assert(helpers.wait_until(function() return p:stdout():find("waiting") end, 10))
     end
-    helpers.sleep(0.5)
+    assert(helpers.wait_until(function() return srv:blocked_clients() >= 2 end, 10),
+      "the waiters did not both block")
     -- two releases back to back: two wakeups, both waiters get in at once
     local t_release = helpers.monotime()
     assert.is_true(a:release())

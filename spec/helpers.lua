@@ -20,7 +20,7 @@ Always stop what you start in teardown. Two safety nets exist on top of that:
   * helpers.stop_all() runs from a __gc sentinel when the Lua state is closed
     (busted leaves through os.exit(code, true), which closes the state), so a
     spec that errors before its teardown does not leak servers;
-  * every redis-server / spawned command runs under a small `sh` guardian that
+  * every redis-server / spawned command runs under a small `bash` guardian that
     SIGKILLs it (and removes its temp dir) as soon as this Lua process is gone,
     which covers kill -9 and crashes, where no Lua code runs at all.
 
@@ -40,7 +40,7 @@ local PORT_ATTEMPTS = 5   -- another process may grab the port we picked
 local LOG_TAIL_LINES = 20
 
 -- Everything started, so stop_all can clean up after failing specs.
-local registry = { servers = {}, procs = {}, dirs = {} }
+local registry = { servers = {}, procs = {}, dirs = {}, ports = {} }
 
 ---------------------------------------------------------------------------
 -- Shell and process primitives
@@ -200,14 +200,22 @@ end
 -- gone it SIGKILLs the child's process group. When the child ends, the
 -- guardian kills the watchdog and either records the exit status or, if the
 -- owner is gone, removes the work dir. So nothing outlives the child by more
--- than one poll. @...@ placeholders are filled in by guard().
+-- than one poll. The poll waits in bash's read -t on a FIFO of its own,
+-- which nothing writes: a timer without a `sleep` process five times a
+-- second for every server and command alive (spec files run side by side,
+-- and those forks added up). @...@ placeholders are filled in by guard().
 local GUARDIAN = [=[
 owner=@OWNER@ dir=@DIR@
 alive() { read s 2>/dev/null <"/proc/$1/stat" || return 1; s=${s##*") "}; [ "${s%% *}" != Z ]; }
 setsid @ARGV@ >@OUT@ 2>@ERR@ </dev/null &
 c=$!
 echo "$c $$" >"$dir/guard.tmp" && mv "$dir/guard.tmp" "$dir/guard.pid"
-( while alive "$owner"; do sleep 0.2; done
+( if mkfifo "$dir/guard.tick" 2>/dev/null && exec 3<>"$dir/guard.tick"; then
+    tick() { read -r -t 0.2 -u 3 _; }
+  else
+    tick() { sleep 0.2; }
+  fi
+  while alive "$owner"; do tick; done
   kill -s KILL -- "-$c" 2>/dev/null || kill -s KILL "$c" 2>/dev/null ) &
 w=$!
 wait "$c"; st=$?
@@ -224,6 +232,7 @@ fi
 local function guard(argv, dir, out, err)
   os.remove(dir .. "/guard.pid")
   os.remove(dir .. "/status")
+  os.remove(dir .. "/guard.tick")
   local script = GUARDIAN:gsub("@(%u+)@", {
     OWNER = tostring(OWN_PID),
     DIR = quote(dir),
@@ -233,7 +242,7 @@ local function guard(argv, dir, out, err)
   })
   -- setsid: a group signal aimed at the owner (or at the child) must not take
   -- the guardian down with it, or the child would be orphaned.
-  assert(execute("setsid sh -c " .. quote(script) .. " >/dev/null 2>&1 </dev/null &"))
+  assert(execute("setsid bash -c " .. quote(script) .. " >/dev/null 2>&1 </dev/null &"))
   local line = M.wait_until(function() return read_file(dir .. "/guard.pid") end, 5, 0.01)
   assert(line, "guardian did not start: " .. argv)
   local pid, gpid = line:match("^(%d+) (%d+)")
@@ -261,14 +270,107 @@ end
 local Server = {}
 Server.__index = Server
 
-local function free_port(host)
-  local s = assert(socket.bind(host, 0))
-  local _, port = s:getsockname()
-  s:close()
-  return tonumber(port)
+-- Ports are claimed, not just found free. Spec files run in parallel
+-- (tools/run_specs.sh), each in its own process: a port found free by
+-- binding port 0 and closing is free for every process at once, and the
+-- kernel hands the same ephemeral ports to outgoing connections. So a port
+-- comes from a range below the kernel's ephemeral range, and is claimed by
+-- a file PORT_DIR/<port> holding "<pid> <start time>" of the claiming
+-- process, written under one flock(1) lock. A claim lasts as long as the
+-- process (a stopped server's port stays ours: a spec that connects to it
+-- expects a refusal); the process removes its claims at exit (stop_all), and
+-- the claims of a process that is gone (kill -9, os.exit) are taken over.
+local PORT_DIR = os.getenv("REDISLOCK_PORT_DIR") or "/tmp/redislock-ports"
+
+-- field 22 of /proc/<pid>/stat: with the pid, names a process even after
+-- the pid is reused
+local function start_time(pid)
+  local stat = read_file("/proc/" .. pid .. "/stat")
+  local rest = stat and stat:match(".*%) (.*)")
+  local n, v = 2, nil
+  for w in (rest or ""):gmatch("%S+") do
+    n = n + 1
+    if n == 22 then v = w break end
+  end
+  return v
+end
+local OWN_START = start_time("self")
+
+-- The ports to claim from: below the ephemeral range (where the kernel
+-- picks source ports of connections and ports for bind(0)), or above it.
+local function port_range()
+  local lo, hi = (read_file("/proc/sys/net/ipv4/ip_local_port_range") or ""):match("(%d+)%s+(%d+)")
+  lo, hi = tonumber(lo) or 32768, tonumber(hi) or 60999
+  if lo > 21000 then return 20000, lo - 1 end
+  if hi < 63535 then return hi + 1, 65535 end
+  return 20000, 30000
+end
+local PORT_FIRST, PORT_LAST = port_range()
+local next_port   -- where this process looks next (first: a random place)
+
+-- Claims one port: the first from `from` on whose claim file is missing or
+-- names a process that is gone. Prints it; exits 1 when the range is full.
+local CLAIM = [=[
+dir=$1 first=$2 last=$3 p=$4 me="$5 $6"
+gone() {
+  set -- $1
+  pid=$1 st=$2
+  [ -n "$pid" ] || return 0
+  s=$(cat "/proc/$pid/stat" 2>/dev/null) || return 0
+  set -- ${s##*") "}
+  [ "$1" = Z ] || [ "${20}" != "$st" ]
+}
+n=$((last - first + 1))
+while [ "$n" -gt 0 ]; do
+  c=$(cat "$dir/$p" 2>/dev/null)
+  if [ -z "$c" ] || gone "$c"; then echo "$me" >"$dir/$p" && echo "$p" && exit 0; fi
+  p=$((p + 1)); [ "$p" -le "$last" ] || p=$first
+  n=$((n - 1))
+done
+exit 1
+]=]
+
+local function claim_port()
+  -- spread over the range by pid and time (math.random is left alone: the
+  -- specs seed it for their own use)
+  next_port = next_port or PORT_FIRST + (OWN_PID * 7919 + os.time()) % (PORT_LAST - PORT_FIRST + 1)
+  execute("mkdir -p " .. quote(PORT_DIR) .. " 2>/dev/null")
+  -- a claim's second word is the claimant's start time, field 22 of its
+  -- stat ("${20}" after the ") " that ends the command name)
+  local out, code = M.sh(("flock -w 30 %s sh -c %s claim %s %d %d %d %d %s 2>&1"):format(
+    quote(PORT_DIR .. "/.lock"), quote(CLAIM), quote(PORT_DIR), PORT_FIRST, PORT_LAST, next_port,
+    OWN_PID, quote(OWN_START or "?")))
+  local port = code == 0 and tonumber(out:match("^(%d+)"))
+  assert(port, "no port to claim in " .. PORT_DIR .. ": " .. out)
+  registry.ports[port] = true
+  next_port = port < PORT_LAST and port + 1 or PORT_FIRST
+  return port
 end
 
---- A TCP port that nothing listens on now, on `host` (default 127.0.0.1).
+local function release_ports()
+  for port in pairs(registry.ports) do
+    local c = read_file(PORT_DIR .. "/" .. port)
+    if c and c:match("^(%d+)") == tostring(OWN_PID) then os.remove(PORT_DIR .. "/" .. port) end
+    registry.ports[port] = nil
+  end
+end
+
+-- A claimed port nothing listens on now (something outside the specs may
+-- use a port of the range: that one stays claimed, and the next is tried).
+local function free_port(host)
+  for _ = 1, 100 do
+    local port = claim_port()
+    local s = socket.bind(host, port)
+    if s then
+      s:close()
+      return port
+    end
+  end
+  error("no free port on " .. host .. " after 100 claims", 2)
+end
+
+--- A TCP port that nothing listens on now, on `host` (default 127.0.0.1),
+-- and that no other spec process will pick while this one runs.
 function M.free_port(host) return free_port(host or "127.0.0.1") end
 
 -- An aclfile overrides --requirepass (the default user silently becomes
@@ -349,11 +451,84 @@ local function cli_cmdline(srv, mode, ...)
   return table.concat(a, " ") .. " </dev/null"
 end
 
--- Any reply (PONG, NOAUTH, ...) means the server is up; connection errors go
--- to stderr, so stdout stays empty until then.
+-- One RESP2 reply from `sock` as Lua values: status and bulk strings as
+-- strings, integers as numbers, a nil bulk or array as false, arrays as
+-- tables; an error reply as nil, its text, "reply".
+local function read_reply(sock)
+  local line, err = sock:receive("*l")
+  if not line then return nil, "connection: " .. tostring(err), "connection" end
+  local kind, rest = line:sub(1, 1), line:sub(2)
+  if kind == "+" then return rest end
+  if kind == "-" then return nil, rest, "reply" end
+  if kind == ":" then return tonumber(rest) end
+  local n = tonumber(rest)
+  if kind == "$" then
+    if n < 0 then return false end
+    local data, e = sock:receive(n + 2)
+    if not data then return nil, "connection: " .. tostring(e), "connection" end
+    return data:sub(1, n)
+  end
+  if kind == "*" then
+    if n < 0 then return false end
+    local list = {}
+    for i = 1, n do
+      local v, e, k = read_reply(sock)
+      if v == nil then
+        if k == "connection" then return nil, e, k end
+        v = { err = e }   -- an error inside an array (EXEC): kept, not raised
+      end
+      list[i] = v
+    end
+    return list
+  end
+  return nil, "connection: bad reply " .. line, "connection"
+end
+
+--- Run one command on this server over a connection of its own, opened
+-- and closed here (with AUTH when it has a password), in this process: no
+-- redis-cli process, so the helpers that poll a server many times a second
+-- (start, topology readiness) do not load the machine that other spec files
+-- share. Returns the reply as Lua values (see read_reply), or nil, the
+-- message and "reply" (an error reply) or "connection". Times out after
+-- `timeout_s` (5) per step.
+function Server:call(...)
+  local sock, err
+  if self.path then
+    local ok, unix = pcall(require, "socket.unix")
+    if not ok then return nil, "connection: no socket.unix", "connection" end
+    sock = unix()
+    sock:settimeout(5)
+    local done, e = sock:connect(self.path)
+    if not done then sock:close() sock, err = nil, e end
+  else
+    sock, err = socket.connect(self.host, self.port)
+  end
+  if not sock then return nil, "connection: " .. tostring(err), "connection" end
+  sock:settimeout(5)
+  local function request(...)
+    local parts = { "*" .. select("#", ...) .. "\r\n" }
+    for i = 1, select("#", ...) do
+      local a = tostring((select(i, ...)))
+      parts[#parts + 1] = "$" .. #a .. "\r\n" .. a .. "\r\n"
+    end
+    return table.concat(parts)
+  end
+  local v, e, k
+  local sent = sock:send((self.password and request("AUTH", self.password) or "") .. request(...))
+  if not sent then
+    v, e, k = nil, "connection: send failed", "connection"
+  else
+    if self.password then v, e, k = read_reply(sock) end
+    if v ~= nil or k == "reply" or not self.password then v, e, k = read_reply(sock) end
+  end
+  sock:close()
+  return v, e, k
+end
+
+-- Any reply (PONG, NOAUTH, ...) means the server is up.
 local function answers(srv)
-  local out = M.sh(cli_cmdline(srv, "--raw", "PING") .. " 2>/dev/null")
-  return trim(out) ~= ""
+  local v, _, kind = srv:call("PING")
+  return v ~= nil or kind == "reply"
 end
 
 local function wait_ready(srv)
@@ -463,6 +638,13 @@ function Server:cli_raw(...)
 end
 
 function Server:alive() return alive(self.pid) end
+
+--- Clients blocked in a blocking command (BLPOP, ...) now, from INFO
+-- clients: a spec waits for a waiter to block instead of sleeping a while.
+function Server:blocked_clients()
+  local info = self:call("INFO", "clients")
+  return tonumber(type(info) == "string" and info:match("blocked_clients:(%d+)")) or 0
+end
 
 --- Signal the redis-server process ("STOP", "CONT", "KILL", 9, ...).
 function Server:kill(sig) return send_signal(self.pid, sig) end
@@ -838,6 +1020,7 @@ function M.stop_all()
   for p in pairs(registry.procs) do pcall(p.stop, p) end
   for srv in pairs(registry.servers) do pcall(srv.stop, srv) end
   for dir in pairs(registry.dirs) do remove_dir(dir) end
+  release_ports()
 end
 
 -- Runs stop_all when the Lua state closes (or busted's insulate drops this

@@ -35,10 +35,20 @@ local function lines(s)
   return list
 end
 
+-- The readiness checks below poll many servers many times a second: they
+-- ask through Server:call (a connection in this process), not redis-cli (a
+-- process per question, which loaded the machine the spec files share).
+
+-- A bulk string reply of srv, "" if it gave anything else.
+local function bulk(srv, ...)
+  local v = srv:call(...)
+  return type(v) == "string" and v or ""
+end
+
 --- INFO [section] of `srv` as a table of strings ("role" -> "master").
 function M.info(srv, section)
   local t = {}
-  for k, v in (srv:cli_raw("INFO", section or "everything")):gmatch("([%w_]+):([^\r\n]*)") do
+  for k, v in bulk(srv, "INFO", section or "everything"):gmatch("([%w_]+):([^\r\n]*)") do
     t[k] = v
   end
   return t
@@ -46,9 +56,8 @@ end
 
 --- "master", "slave" (or "sentinel") from ROLE; nil if it does not answer.
 function M.role(srv)
-  local out, ok = srv:cli_raw("ROLE")
-  if not ok then return nil end
-  local r = out:match("^(%a+)")
+  local reply = srv:call("ROLE")
+  local r = type(reply) == "table" and reply[1]
   if r == "master" or r == "slave" or r == "sentinel" then return r end
   return nil
 end
@@ -137,10 +146,11 @@ end
 local Sentinels = {}
 Sentinels.__index = Sentinels
 
--- SENTINEL <sub> ... --raw answers of key/value lines as a table.
-local function kv(out)
-  local t, l = {}, lines(out)
-  for i = 1, #l - 1, 2 do t[l[i]] = l[i + 1] end
+-- A flat array reply (SENTINEL MASTER ...) of key, value, ... as a table.
+local function kv(list)
+  local t = {}
+  if type(list) ~= "table" then return t end
+  for i = 1, #list - 1, 2 do t[list[i]] = list[i + 1] end
   return t
 end
 
@@ -157,10 +167,9 @@ end
 function Sentinels:master_addr(sentinel)
   local s = sentinel or live(self.list)[1]
   if not s then return nil end
-  local out, ok = s:cli_raw("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.name)
-  local host, port = out:match("^(%S+)\n(%d+)$")
-  if not ok or not host then return nil end
-  return host, tonumber(port)
+  local addr = s:call("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.name)
+  if type(addr) ~= "table" or not addr[1] or not tonumber(addr[2]) then return nil end
+  return addr[1], tonumber(addr[2])
 end
 
 --- SENTINEL FAILOVER on `sentinel` (default the first alive). true, or
@@ -221,15 +230,16 @@ end
 function Sentinels:ready(replicas)
   local alive = live(self.list)
   for _, s in ipairs(alive) do
-    local m = kv((s:cli_raw("SENTINEL", "MASTER", self.name)))
+    local m = kv(s:call("SENTINEL", "MASTER", self.name))
     if m.flags ~= "master" or tonumber(m["num-other-sentinels"]) ~= #alive - 1
       or tonumber(m["num-slaves"] or -1) < replicas then
       return false
     end
-    local out = s:cli_raw("SENTINEL", "REPLICAS", self.name)
+    local list = s:call("SENTINEL", "REPLICAS", self.name)
     local good = 0
-    for flags, link in out:gmatch("\nflags\n([^\n]*)\n.-\nmaster%-link%-status\n([^\n]*)") do
-      if flags == "slave" and link == "ok" then good = good + 1 end
+    for _, r in ipairs(type(list) == "table" and list or {}) do
+      local f = kv(r)
+      if f.flags == "slave" and f["master-link-status"] == "ok" then good = good + 1 end
     end
     if good < replicas then return false end
   end
@@ -370,7 +380,7 @@ end
 -- parsed, each entry with .srv (our server object) when we started it.
 function Cluster:view(via)
   via = via or self:any()
-  local list = parse_nodes((via:cli_raw("CLUSTER", "NODES")))
+  local list = parse_nodes(bulk(via, "CLUSTER", "NODES"))
   for _, n in ipairs(list) do n.srv = self.by_port[n.port] end
   return list
 end
@@ -453,7 +463,7 @@ function Cluster:ok()
   end
   for _, s in ipairs(nodes) do
     local info = {}
-    for k, v in (s:cli_raw("CLUSTER", "INFO")):gmatch("([%w_]+):([^\r\n]*)") do info[k] = v end
+    for k, v in bulk(s, "CLUSTER", "INFO"):gmatch("([%w_]+):([^\r\n]*)") do info[k] = v end
     if info.cluster_state ~= "ok" then return false end
     local view = self:view(s)
     local sg = signature(view)

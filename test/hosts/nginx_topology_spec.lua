@@ -187,7 +187,12 @@ describe("cosocket transport over Cluster and Sentinel (nginx)", function()
     -- a writer waiting in one request is woken by releases in others
     local waiter = helpers.spawn("exec curl -s --max-time 10 " .. helpers.quote(base
       .. "/share?op=write&name=rw&key=w&wait=5"))
-    helpers.sleep(0.5)
+    -- the writer blocks (BLPOP on the lock's signal list) before the releases
+    assert(helpers.wait_until(function()
+      for _, m in ipairs(cl:masters()) do
+        if m:blocked_clients() > 0 then return true end
+      end
+    end, 10), "the writer did not block: " .. waiter:stdout())
     local t0 = helpers.monotime()
     assert.equal("true", get("/release?name=r1"))
     assert.equal("true", get("/release?name=r2"))
