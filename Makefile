@@ -95,7 +95,7 @@ SAN_FLAGS   = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-s
 # asan (Lua 5.4's headers, ASan + UBSan).
 #   $(call variant_cflags,V): the flags that differ
 variant_lua    = $(if $(filter asan,$(1)),$(LUA_PC),$(1))
-variant_cflags = $(if $(filter $(LUA_PC),$(call variant_lua,$(1))),$(LUA_CFLAGS),$$($(PKG_CONFIG) --cflags $(call variant_lua,$(1)))) \
+variant_cflags = $(if $(filter $(LUA_PC),$(call variant_lua,$(1))),$(LUA_CFLAGS),$(shell $(PKG_CONFIG) --cflags $(call variant_lua,$(1)) 2>/dev/null)) \
                  $(if $(filter asan,$(1)),$(SAN_FLAGS),$(CFLAGS))
 VARIANTS = lua5.1 lua5.2 lua5.3 lua5.4 luajit asan $(LUA_PC)
 
