@@ -45,7 +45,7 @@ CREATE TABLE ledger (                    -- one row per application of a transfe
 ]]
 
 -- An integer as SQL text with all its digits, on every Lua: fences are
--- below 2^53, exact in a double, but Lua 5.1/LuaJIT's tostring keeps 14.
+-- below 2^53, exact in a double, but Lua 5.1, 5.2 and LuaJIT's tostring keeps 14.
 local function int(n)
   n = tonumber(n)
   assert(n and n >= 0 and n < 2^53 and n % 1 == 0, "not an integer below 2^53")

@@ -105,6 +105,17 @@ function M.run(o)
           local again, count2 = reading(p, case)
           if again == line and count2 == count then
             helpers.sleep(pause)
+            -- and until another worker has read under a newer grant: only
+            -- then must the paused holder's write be refused (on a loaded
+            -- machine the others may not have taken the name within the
+            -- pause, and a write nobody overtook is rightly accepted)
+            local before = {}
+            for i, q in ipairs(procs) do before[i] = select(2, q:stdout():gsub("\nread ", "")) end
+            helpers.wait_until(function()
+              for i, q in ipairs(procs) do
+                if q ~= p and select(2, q:stdout():gsub("\nread ", "")) > before[i] then return true end
+              end
+            end, 10, 0.01)
             landed = landed + 1
             next_at = helpers.monotime() + (o.gap or 0.5)
           end
