@@ -142,6 +142,7 @@ static int meth_set_master(lua_State *L) {
         return luaL_error(L, "out of memory");
     }
     s->nodes[0].port = (int)port;
+    s->config_epoch = -1;   /* (not known: never compared) */
     topo_node_resolve(&s->nodes[0], 0, 0, err, sizeof err);
     topo_publish(u->t, s);
     lua_pushboolean(L, 1);

@@ -206,6 +206,7 @@ static int route_native_reply(conn *c, unsigned op, redisReply *reply) {
 
 static redisReply *route_exec(router *r, const char *key, size_t klen, const script_def *s,
                               int argc, const char **argv, const size_t *lens) {
+    uint64_t doubts = 0;    /* topo_doubts() when the request was sent */
     int64_t deadline = deadline_in_ms(r->timeout_ms);
     /* how long a refusal that did not run may be waited out (router.h):
      * the caller's deadline, taken once, within the command's */
@@ -248,13 +249,20 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             break;
         }
         conn_check_idle(c);
-        /* Sentinel: every reconnect asks the sentinels where the master is,
-         * and so does every request while the master is in doubt */
-        if ((c->fd < 0 || !topo_confirmed(r->t)) && r->t->mode == TOPO_SENTINEL && !refreshed) {
+        /* Sentinel: every reconnect asks the sentinels where the master is
+         * (once a call), and every request while the master is in doubt
+         * waits for a confirmed one, whatever this call did before (a
+         * LOADING retry, an EVAL after NOSCRIPT) */
+        if (r->t->mode == TOPO_SENTINEL && (!topo_confirmed(r->t) || (c->fd < 0 && !refreshed))) {
+            if (deadline_passed(deadline)) {
+                router_fail(r, CONN_ETIMEOUT, "connection lost: timed out (no master confirmed by the sentinels)");
+                break;
+            }
             r->stale = 1;
             tries--;
             continue;
         }
+        doubts = topo_doubts(r->t);
         if (conn_ensure(c) != 0) {
             /* not sent: after a refresh the node may be another one (once) */
             router_fail_conn(r, c);
@@ -292,6 +300,17 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             router_fail_conn(r, c);
             recovery_of_failure(c->err, 1, r->t->mode, &rec);
             router_suspect(r, &rec);
+            break;
+        }
+        if (r->t->mode == TOPO_SENTINEL && topo_doubts(r->t) != doubts) {
+            /* a doubt was cast while it ran (a failover began, a
+             * connection of ours failed): what the master answered may be
+             * lost with it. It ran, or did not: the caller's to sort out,
+             * as after any lost reply. */
+            freeReplyObject(reply);
+            reply = NULL;
+            router_fail(r, CONN_ELOST, "connection lost: the master came in doubt while the request ran "
+                                       "(a failover may be under way)");
             break;
         }
         r->last_node = node;

@@ -99,8 +99,8 @@ static conn *sentinel_conn(topo_node *n, const char *user, const char *pass, int
 }
 
 /* ROLE on the named master: 1 master, 0 something else, -1 unreachable. */
-static int sentinel_confirm(const topo *t, sentinel_pool *pool, topo_node *master, int64_t deadline,
-                            char *err, size_t errlen) {
+static int sentinel_confirm(const topo *t, sentinel_pool *pool, topo_node *master, int may_resolve,
+                            int64_t deadline, char *err, size_t errlen) {
     const char *argv[1] = {"ROLE"};
     size_t lens[1] = {4};
     redisReply *r;
@@ -112,10 +112,13 @@ static int sentinel_confirm(const topo *t, sentinel_pool *pool, topo_node *maste
             pool->role = NULL;
             topo_node_clear(&pool->role_node);
         }
-        if (pool->role == NULL && topo_node_dup(&pool->role_node, master) != 0) pool = NULL;
+        if (pool->role == NULL) {
+            topo_node_clear(&pool->role_node);   /* (the last connect failed before a conn) */
+            if (topo_node_dup(&pool->role_node, master) != 0) pool = NULL;
+        }
         if (pool) slot = &pool->role;
     }
-    c = sentinel_conn(master, t->cfg.username, t->cfg.password, 0, deadline, sentinel_try_ms(t), slot,
+    c = sentinel_conn(master, t->cfg.username, t->cfg.password, may_resolve, deadline, sentinel_try_ms(t), slot,
                       err, errlen);
     if (c == NULL) return -1;
     r = conn_command(c, 1, argv, lens);
@@ -305,7 +308,8 @@ int sentinel_pass(topo *t, sentinel_pool *pool, int may_resolve, int64_t deadlin
         return SENTINEL_FAIL;
     }
     snap->nodes[0].port = best.port;
-    confirmed = sentinel_confirm(t, pool, &snap->nodes[0], deadline, last, sizeof last);
+    snap->config_epoch = best.epoch;
+    confirmed = sentinel_confirm(t, pool, &snap->nodes[0], may_resolve, deadline, last, sizeof last);
     if (confirmed == 1) {
         *out = snap;
         return SENTINEL_OK;

@@ -194,13 +194,26 @@ static void topo_notify(topo *t) {   /* with t->mu held */
 }
 
 /* Publishes s (taking it). Sentinel: the master is confirmed too, unless a
- * doubt was cast after the load that found it began (doubts != gen). */
+ * doubt was cast after the load that found it began (doubts != gen); and
+ * an answer older than the current one never replaces it: a load that
+ * began before the one now published (the Lua thread's, slowed by a ROLE,
+ * while the follower thread saw the failover), or that the sentinels gave
+ * with a lower config-epoch, is dropped. */
 static void topo_publish_as(topo *t, topo_snap *s, uint64_t gen) {
     topo_snap *old;
     int last = 0, changed = 1;
     pthread_mutex_lock(&t->mu);
     old = t->cur;
+    if (t->mode == TOPO_SENTINEL && old &&
+        (s->load_seq < old->load_seq ||
+         (s->config_epoch >= 0 && old->config_epoch >= 0 && s->config_epoch < old->config_epoch) ||
+         t->doubts != gen)) {
+        pthread_mutex_unlock(&t->mu);
+        topo_snap_free(s);
+        return;
+    }
     if (old && topo_snap_same(old, s)) {
+        old->load_seq = s->load_seq;   /* (the newest load that saw it) */
         changed = 0;
         topo_snap_free(s);
     } else {
@@ -225,6 +238,7 @@ void topo_publish(topo *t, topo_snap *s) {
     uint64_t gen;
     pthread_mutex_lock(&t->mu);
     gen = t->doubts;
+    s->load_seq = ++t->loads;
     pthread_mutex_unlock(&t->mu);
     topo_publish_as(t, s, gen);
 }
@@ -237,19 +251,23 @@ uint64_t topo_confirms(const topo *t) {
     return __atomic_load_n(&t->confirms, __ATOMIC_ACQUIRE);
 }
 
+uint64_t topo_doubts(const topo *t) {
+    return __atomic_load_n(&t->doubts, __ATOMIC_ACQUIRE);
+}
+
 /* Casts the doubt; kick: and asks the follower thread to look now (not
  * when it is the follower that doubts). */
 static void topo_doubt_as(topo *t, uint64_t epoch, int kick) {
     if (t->mode != TOPO_SENTINEL) return;
     pthread_mutex_lock(&t->mu);
     if (epoch == 0 || epoch == t->epoch) {
-        t->doubts++;
+        __atomic_store_n(&t->doubts, t->doubts + 1, __ATOMIC_RELEASE);
         if (t->confirmed) {
             __atomic_store_n(&t->confirmed, 0, __ATOMIC_RELEASE);
             topo_notify(t);
         }
     }
-    if (kick && t->watch) sentinel_watch_kick(t->watch);
+    if (kick && t->watch && sentinel_watch_ours(t->watch)) sentinel_watch_kick(t->watch);
     pthread_mutex_unlock(&t->mu);
 }
 
@@ -280,20 +298,28 @@ void topo_follow(topo *t) {
     if (old) sentinel_watch_abandon(old);
 }
 
+int topo_following(const topo *t) {
+    sentinel_watch *sw = __atomic_load_n(&t->watch, __ATOMIC_ACQUIRE);
+    return sw != NULL && sentinel_watch_ours(sw);
+}
+
 void topo_recheck(topo *t, struct sentinel_pool *pool) {
     char err[CONN_ERRSTR_LEN];
     const char *kind;
     topo_snap *s = NULL;
-    uint64_t gen;
+    uint64_t gen, seq;
     int v;
     pthread_mutex_lock(&t->mu);
     gen = t->doubts;
+    seq = ++t->loads;
     pthread_mutex_unlock(&t->mu);
     /* (this thread may resolve the sentinels' names: it blocks no one) */
     v = sentinel_pass(t, pool, 1, deadline_in_ms(t->cfg.connect_timeout_ms > 0 ? t->cfg.connect_timeout_ms : 1000),
                       &s, err, sizeof err, &kind);
-    if (v == SENTINEL_OK)
+    if (v == SENTINEL_OK) {
+        s->load_seq = seq;
         topo_publish_as(t, s, gen);
+    }
     else if (v == SENTINEL_DOUBT)
         topo_doubt_as(t, 0, 0);
     /* SENTINEL_FAIL (too few answers): nothing learned; the connections'
@@ -433,7 +459,7 @@ static int topo_load_redlock(topo *t, int may_resolve, int64_t deadline, char *e
 int topo_refresh(topo *t, uint64_t seen, int may_resolve, int64_t deadline,
                  char *err, size_t errlen, const char **kind) {
     topo_snap *s = NULL;
-    uint64_t gen;
+    uint64_t gen, seq;
     int rc;
     /* someone else just did it (Sentinel: and the master is confirmed) */
     if (topo_epoch(t) != seen && topo_confirmed(t)) return 0;
@@ -441,6 +467,7 @@ int topo_refresh(topo *t, uint64_t seen, int may_resolve, int64_t deadline,
     for (;;) {
         pthread_mutex_lock(&t->mu);
         gen = t->doubts;
+        seq = ++t->loads;
         pthread_mutex_unlock(&t->mu);
         switch (t->mode) {
         case TOPO_SENTINEL:
@@ -460,9 +487,10 @@ int topo_refresh(topo *t, uint64_t seen, int may_resolve, int64_t deadline,
             pthread_mutex_unlock(&t->mu);
             return -1;
         }
+        s->load_seq = seq;
         topo_publish_as(t, s, gen);
-        /* Sentinel: a doubt cast while we asked (a failover began) wins
-         * over our answer: ask again */
+        /* Sentinel: a doubt cast while we asked (a failover began), or a
+         * newer answer published meanwhile, wins over ours: ask again */
         if (topo_confirmed(t)) return 0;
         if (deadline_passed(deadline)) {
             snprintf(err, errlen, "master not confirmed: %.80s (a failover is under way?)", t->master);

@@ -50,6 +50,9 @@ typedef struct topo_snap {
     topo_node *nodes;
     uint16_t *slot_node;    /* cluster: node index per slot, TOPO_NO_NODE if
                                unassigned; NULL otherwise (node 0) */
+    long long config_epoch; /* sentinel: the config-epoch the master was named
+                               with (-1: unknown); 0 otherwise */
+    uint64_t load_seq;      /* sentinel: which load found it (topo's loads) */
 } topo_snap;
 
 typedef struct topo {
@@ -72,6 +75,7 @@ typedef struct topo {
      * watchdog holds its renewals). Read without the mutex (atomics). */
     int confirmed;
     uint64_t doubts;        /* topo_doubt calls that cleared it */
+    uint64_t loads;         /* sentinel loads begun (their load_seq) */
     uint64_t confirms;      /* times it was set again after a doubt */
     struct sentinel_watch *watch;   /* the follower thread, or NULL */
     void (*listener)(void *);       /* told of every change (the watchdog) */
@@ -104,6 +108,10 @@ int topo_confirmed(const topo *t);
 /* How many times a doubt was lifted: a watcher that saw it change renews
  * at once what it held back. */
 uint64_t topo_confirms(const topo *t);
+/* How many doubts were cast: an answer from a master read after this moved
+ * since its request was sent is not to be trusted (it may come from a
+ * master being demoted). */
+uint64_t topo_doubts(const topo *t);
 /* Sentinel: the master of snapshot `epoch` failed us (a timeout, a reset,
  * a refused connect, READONLY) or a failover is under way (epoch 0: the
  * current one): nobody writes to it until the sentinels confirm a master
@@ -112,6 +120,8 @@ void topo_doubt(topo *t, uint64_t epoch);
 /* Sentinel: starts the follower thread if this process has none (after a
  * fork too). Other modes: nothing. */
 void topo_follow(topo *t);
+/* Whether a follower thread runs for t in this process. */
+int topo_following(const topo *t);
 /* One pass over the sentinels, as the follower thread makes it every
  * second (on its pool of connections, sentinel.h): publishes a confirmed
  * master, or casts a doubt. */

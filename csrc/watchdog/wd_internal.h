@@ -40,6 +40,7 @@ typedef struct wd_req {
     const struct script_def *script;  /* extend or redlock_renew (with no
                                          e: a SCRIPT LOAD of it) */
     uint32_t round;         /* the entry's round it was sent in */
+    uint64_t doubts;        /* topo_doubts() when it was queued (Sentinel) */
 } wd_req;
 
 /* The watchdog's connection to one node, with its requests in order. */

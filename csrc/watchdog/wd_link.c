@@ -150,6 +150,7 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
     req->asking = asking;
     req->script = renew;
     req->round = round;
+    req->doubts = topo_doubts(w->t);
     if (e->lease_end < l->end_lb) l->end_lb = e->lease_end;
     e->queued++;
     e->flight_end = sent_at + e->ttl_ms - lease_drift_ms(e->ttl_ms);

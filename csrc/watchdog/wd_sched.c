@@ -268,6 +268,15 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
     } else {
         outcome = r->integer >= 1 ? 1 : 0;
     }
+    if (w->t->mode == TOPO_SENTINEL && req->doubts != topo_doubts(w->t)) {
+        /* A doubt was cast while it was on the wire (a failover began, a
+         * connection failed): the master that answered may be one being
+         * demoted, whose renewal the new master never sees. No credit
+         * either way: the lease stands as it was, and the renewal is
+         * tried again once the doubt is lifted. */
+        outcome = -1;
+        contested = 0;
+    }
     wd_outcome(w, e, outcome, req->round, req->sent_at, req->ttl_ms, now);
     if (contested) wd_contested(w, e, now);
     return (rec.todo & RECOVERY_DROP) && outcome < 0;

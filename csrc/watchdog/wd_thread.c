@@ -67,7 +67,7 @@ static void wd_refresh(wd *w, int64_t now) {
     const char *kind;
     if (end < until) until = end;
     w->want_refresh = 0;
-    if (w->t->mode == TOPO_SENTINEL && w->t->watch) {
+    if (w->t->mode == TOPO_SENTINEL && topo_following(w->t)) {
         /* the follower thread asks the sentinels; we are woken when it
          * knows (never blocked here meanwhile: renewals go on) */
         topo_doubt(w->t, seen);
