@@ -24,6 +24,8 @@
 #   make fuzz       libFuzzer on the C core for FUZZ_SECONDS (30)
 #
 # Another Lua: make LUA_VERSION=5.1, or make LUA=luajit LUA_PC=luajit.
+# Without TLS: make TLS=no (otherwise TLS is on when OpenSSL's headers are
+# there, and `make` installs libssl-dev like the other build packages).
 
 LUA_VERSION ?= 5.4
 LUA         ?= lua$(LUA_VERSION)
@@ -36,30 +38,41 @@ LUA_LMOD    ?= $(PREFIX)/share/lua/$(LUA_VERSION)
 LUA_CMOD    ?= $(PREFIX)/lib/lua/$(LUA_VERSION)
 BINDIR      ?= $(PREFIX)/bin
 
+# TLS: yes, no, or auto (the default: yes when pkg-config finds OpenSSL).
+TLS        ?= auto
+
 # Debian packages each target needs (installed by tools/deps.sh if missing).
-BUILD_DEPS  = pkg-config liblua$(LUA_VERSION)-dev libhiredis-dev lua$(LUA_VERSION)
-TEST_DEPS   = $(BUILD_DEPS) redis-server redis-tools redis-sentinel iproute2 util-linux lua-busted lua-check lua-system lua-socket luarocks
+BUILD_DEPS  = pkg-config liblua$(LUA_VERSION)-dev libhiredis-dev lua$(LUA_VERSION) $(if $(filter no,$(TLS)),,libssl-dev)
+TEST_DEPS   = $(BUILD_DEPS) redis-server redis-tools redis-sentinel iproute2 util-linux lua-busted lua-check lua-system lua-socket luarocks openssl
 
 LUA_CFLAGS  := $(shell $(PKG_CONFIG) --cflags $(LUA_PC) 2>/dev/null)
 HIREDIS_CFLAGS := $(shell $(PKG_CONFIG) --cflags hiredis 2>/dev/null)
 HIREDIS_LIBS   := $(shell $(PKG_CONFIG) --libs hiredis 2>/dev/null)
 
+# OpenSSL (csrc/tls.c): -DREDISLOCK_TLS and libssl when on. The choice is
+# written to build/tls.flag, which the core depends on, so that switching
+# TLS= rebuilds it.
+TLS_ON := $(if $(filter no,$(TLS)),no,$(if $(filter yes,$(TLS)),yes,$(shell $(PKG_CONFIG) --exists openssl 2>/dev/null && echo yes || echo no)))
+TLS_CFLAGS := $(if $(filter yes,$(TLS_ON)),-DREDISLOCK_TLS $(shell $(PKG_CONFIG) --cflags openssl 2>/dev/null))
+TLS_LIBS   := $(if $(filter yes,$(TLS_ON)),$(shell $(PKG_CONFIG) --libs openssl 2>/dev/null || echo -lssl -lcrypto))
+TLS_FLAG   := $(shell mkdir -p build && { [ "$$(cat build/tls.flag 2>/dev/null)" = "$(TLS_ON)" ] || echo "$(TLS_ON)" > build/tls.flag; } && echo build/tls.flag)
+
 WARN     = -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wshadow -Werror
 CFLAGS  ?= -O2 -g
 # No -llua: the host (lua5.4, nginx, ...) provides the Lua symbols.
 ALL_CFLAGS  = -std=c99 -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L \
-              $(WARN) $(CFLAGS) $(LUA_CFLAGS) $(HIREDIS_CFLAGS) -Ibuild
+              $(WARN) $(CFLAGS) $(LUA_CFLAGS) $(HIREDIS_CFLAGS) $(TLS_CFLAGS) -Ibuild
 ALL_LDFLAGS = -shared $(LDFLAGS)
-LIBS        = $(HIREDIS_LIBS) -lpthread -lm
+LIBS        = $(HIREDIS_LIBS) $(TLS_LIBS) -lpthread -lm
 
 SRCS    = csrc/core.c csrc/client.c csrc/client_connect.c csrc/client_quorum.c csrc/client_topo.c csrc/client_native.c csrc/client_wait.c csrc/luaval.c csrc/watch.c csrc/process.c csrc/process_signal.c csrc/process_fd.c \
-          csrc/sock.c csrc/resolve.c csrc/resp.c csrc/reply_fast.c csrc/conn.c csrc/conn_wait.c csrc/conn_handshake.c csrc/conn_fork.c csrc/script.c csrc/script_load.c csrc/token.c \
+          csrc/sock.c csrc/tls.c csrc/resolve.c csrc/resp.c csrc/reply_fast.c csrc/conn.c csrc/conn_wait.c csrc/conn_handshake.c csrc/conn_fork.c csrc/script.c csrc/script_load.c csrc/token.c \
           csrc/slot.c csrc/topo.c csrc/sentinel.c csrc/sentinel_watch.c csrc/cluster.c csrc/router.c csrc/route_wait.c csrc/fanout.c \
           csrc/native_cmd.c csrc/native_detect.c \
           csrc/watchdog.c csrc/wd_thread.c csrc/wd_link.c csrc/wd_sched.c \
           csrc/wd_ids.c csrc/wd_heap.c csrc/wd_loss.c csrc/wd_fork.c csrc/proc_id.c \
           csrc/counters.c csrc/evq.c csrc/wd_events.c csrc/client_events.c csrc/hist.c
-HDRS    = $(wildcard csrc/*.h) build/scripts_gen.h
+HDRS    = $(wildcard csrc/*.h) build/scripts_gen.h $(TLS_FLAG)
 SCRIPTS = $(sort $(wildcard lua/redislock/scripts/*.lua))
 LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lua))
 
@@ -95,10 +108,10 @@ $(TARGET): $(SRCS) $(HDRS)
 # The C unit tests (test/c/): parsers and command builders, checked on
 # bytes written out in the test, without a server or Lua.
 CTEST_SRCS   = csrc/native_cmd.c csrc/native_detect.c csrc/slot.c csrc/script.c
-CTEST_CFLAGS = -std=c99 -D_POSIX_C_SOURCE=200809L $(WARN) $(HIREDIS_CFLAGS) -Icsrc -Ibuild
-CTEST_LIBS   = $(HIREDIS_LIBS) -lpthread
+CTEST_CFLAGS = -std=c99 -D_POSIX_C_SOURCE=200809L $(WARN) $(HIREDIS_CFLAGS) $(TLS_CFLAGS) -Icsrc -Ibuild
+CTEST_LIBS   = $(HIREDIS_LIBS) $(TLS_LIBS) -lpthread
 
-CONN_SRCS = csrc/conn.c csrc/conn_wait.c csrc/conn_handshake.c csrc/conn_fork.c csrc/reply_fast.c csrc/resp.c csrc/sock.c csrc/resolve.c csrc/proc_id.c \
+CONN_SRCS = csrc/conn.c csrc/conn_wait.c csrc/conn_handshake.c csrc/conn_fork.c csrc/reply_fast.c csrc/resp.c csrc/sock.c csrc/tls.c csrc/resolve.c csrc/proc_id.c \
             csrc/counters.c $(CTEST_SRCS)
 
 # Each test and the core sources it links (plain, and with ASan + UBSan
