@@ -29,10 +29,10 @@ static long sentinel_try_ms(const topo *t) {
     return ms > 0 && ms < SENTINEL_TRY_MS ? ms : SENTINEL_TRY_MS;
 }
 
-/* A blocking conn to node n with the given credentials, budgeted to end by
- * deadline (and by max_ms from now). NULL with err. */
-static conn *sentinel_conn(topo_node *n, const char *user, const char *pass, int may_resolve,
-                           int64_t deadline, long max_ms, char *err, size_t errlen) {
+/* A blocking conn to node n with the given credentials and TLS settings,
+ * budgeted to end by deadline (and by max_ms from now). NULL with err. */
+static conn *sentinel_conn(topo_node *n, const char *user, const char *pass, tls_ctx *tls,
+                           int may_resolve, int64_t deadline, long max_ms, char *err, size_t errlen) {
     conn_config cfg;
     conn *c;
     long left_ms = (long)((deadline - monotime_us()) / 1000);
@@ -44,6 +44,7 @@ static conn *sentinel_conn(topo_node *n, const char *user, const char *pass, int
     cfg.port = n->port;
     cfg.username = (char *)user;
     cfg.password = (char *)pass;
+    cfg.tls = tls;
     cfg.connect_timeout_ms = left_ms;
     cfg.timeout_ms = left_ms;
     c = conn_new(&cfg);
@@ -62,7 +63,7 @@ static int sentinel_confirm(const topo *t, topo_node *master, int64_t deadline, 
     size_t lens[1] = {4};
     redisReply *r;
     int rc = -1;
-    conn *c = sentinel_conn(master, t->cfg.username, t->cfg.password, 0, deadline,
+    conn *c = sentinel_conn(master, t->cfg.username, t->cfg.password, t->cfg.tls, 0, deadline,
                             sentinel_try_ms(t), err, errlen);
     if (c == NULL) return -1;
     r = conn_command(c, 1, argv, lens);
@@ -136,7 +137,7 @@ static int sentinel_ask(const topo *t, topo_node *s, int may_resolve, int64_t de
     size_t lens[3] = {8, 6, strlen(t->master)};
     redisReply *r;
     int rc;
-    conn *c = sentinel_conn(s, t->sentinel_user, t->sentinel_pass, may_resolve, deadline,
+    conn *c = sentinel_conn(s, t->sentinel_user, t->sentinel_pass, t->sentinel_tls, may_resolve, deadline,
                             sentinel_try_ms(t), err, errlen);
     if (c == NULL) return ASK_UNREACHABLE;
     memset(v, 0, sizeof *v);
