@@ -305,8 +305,9 @@ int conn_got_raw(conn *c, char *buf, size_t cap, ssize_t n) {
     if (c->tls == NULL) return conn_got(c, buf, n);
     if (n > 0) return conn_tls_got(c, buf, cap, (size_t)n);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
-    if (n == 0 && c->tls_hs)
-        conn_fail(c, CONN_ELOST, "failed", "tls: handshake refused: closed by the server");
+    if (c->tls_hs && (n == 0 || errno == ECONNRESET))
+        conn_fail(c, CONN_ECONNECT, "failed", n == 0 ? "tls: handshake refused: closed by the server"
+                                                     : "tls: handshake refused: reset by the server");
     else if (n == 0)
         conn_fail(c, CONN_ELOST, c->hs_next < c->hs_n ? "failed" : "lost", "closed by server");
     else

@@ -112,10 +112,14 @@ tls_ctx *tls_ctx_new(const tls_opts *o, char *err, size_t errlen) {
         }
         /* (the reason only: never a byte of the key) */
         if (SSL_CTX_use_PrivateKey_file(ctx, o->key, SSL_FILETYPE_PEM) != 1) {
-            const char *why = tls_reason(NULL);
-            snprintf(err, errlen, "tls.key: cannot load %.100s (%s)", o->key,
-                     stat(o->key, &st) != 0 ? strerror(errno)
-                                            : why[0] ? why : "not an unencrypted PEM key");
+            unsigned long code;
+            const char *why = tls_reason(&code);
+            if (ERR_GET_LIB(code) == ERR_LIB_X509 && ERR_GET_REASON(code) == X509_R_KEY_VALUES_MISMATCH)
+                snprintf(err, errlen, "tls.key: %.100s is not the key of tls.cert's certificate", o->key);
+            else
+                snprintf(err, errlen, "tls.key: cannot load %.100s (%s)", o->key,
+                         stat(o->key, &st) != 0 ? strerror(errno)
+                                                : why[0] ? why : "not an unencrypted PEM key");
             goto fail;
         }
         if (SSL_CTX_check_private_key(ctx) != 1) {

@@ -7,7 +7,9 @@ command in a temp dir of their own (helpers.tmpdir: removed with the rest).
   redislock.connect { url = srv.url, tls = { ca = pki.ca } }
 
 Two CAs (ca, other_ca) and, signed by them (P-256 keys: quick to make):
-  server        by ca, for localhost, 127.0.0.1 and ::1 (serverAuth)
+  server        by ca, for localhost, 127.0.0.1 and ::1 (serverAuth, and
+                clientAuth: a node shows it as a client on the cluster bus,
+                which always wants one, and on replication links)
   other_server  by other_ca, same names          (an unknown CA)
   wrong_name    by ca, for other-name.test only   (a name mismatch; a name
                 that is never looked up: the specs connect to 127.0.0.1)
@@ -78,10 +80,10 @@ function M.make()
   local dir = helpers.tmpdir()
   local ca, other = make_ca(dir, "ca"), make_ca(dir, "other_ca")
   local p = setmetatable({ dir = dir, ca = ca.cert, ca_key = ca.key, other_ca = other.cert }, Pki)
-  p.server = make_leaf(dir, "server", ca, SERVER_NAMES, "serverAuth")
-  p.other_server = make_leaf(dir, "other_server", other, SERVER_NAMES, "serverAuth")
-  p.wrong_name = make_leaf(dir, "wrong_name", ca, "DNS:other-name.test", "serverAuth")
-  p.expired = make_leaf(dir, "expired", ca, SERVER_NAMES, "serverAuth", -1)
+  p.server = make_leaf(dir, "server", ca, SERVER_NAMES, "serverAuth,clientAuth")
+  p.other_server = make_leaf(dir, "other_server", other, SERVER_NAMES, "serverAuth,clientAuth")
+  p.wrong_name = make_leaf(dir, "wrong_name", ca, "DNS:other-name.test", "serverAuth,clientAuth")
+  p.expired = make_leaf(dir, "expired", ca, SERVER_NAMES, "serverAuth,clientAuth", -1)
   p.client = make_leaf(dir, "client", ca, nil, "clientAuth")
   p.other_client = make_leaf(dir, "other_client", other, nil, "clientAuth")
   return p
