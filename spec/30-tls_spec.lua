@@ -430,11 +430,29 @@ describe("tls", function()
         assert.is_true(long:release())
         assert.is_true(c:stats().topology_changes >= 1)
         c:close()
-        -- sentinel_tls = false: plain sentinels are not what runs here
+        -- sentinel_tls = false: plain TCP to sentinels that reach the data
+        -- nodes over TLS themselves; refused by the TLS-only ones above
         local none, serr = redislock.connect { sentinels = seeds, master = "mymaster", tls = { ca = pki.ca },
           sentinel_tls = false, connect_timeout = 0.5 }
         assert.is_nil(none)
         assert.matches("sentinel", serr)
+        local outbound = {}
+        for k, v in pairs(tls) do outbound[k] = v end
+        outbound.outbound_only = true
+        local plain = topology.start_sentinels { master = new, tls = outbound, count = 1, quorum = 1 }
+        local ok2, err2 = pcall(function()
+          local a = plain:addrs()[1]
+          local p = assert(redislock.connect { sentinels = { a.host .. ":" .. a.port }, master = "mymaster",
+            tls = { ca = pki.ca }, sentinel_tls = false })
+          local l = assert(p:acquire(fresh(), { ttl = 0.3 }))
+          assert.equal(l.token, (new:cli_raw("GET", l._keys.lock)))
+          helpers.sleep(0.8)
+          assert.is_true(l:held())
+          assert.is_true(l:release())
+          p:close()
+        end)
+        plain:stop()
+        assert(ok2, err2)
       end)
       if sen then sen:stop() end
       rep:stop()

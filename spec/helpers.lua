@@ -310,8 +310,12 @@ local function redis_cmdline(srv)
     add("--port", "0", "--unixsocket", srv.path, "--unixsocketperm", "700")
   elseif opts.tls then
     local t = opts.tls
-    add("--port", "0", "--tls-port", tostring(srv.port), "--bind", srv.host,
-      "--tls-cert-file", t.cert, "--tls-key-file", t.key, "--tls-ca-cert-file", t.ca,
+    if t.outbound_only then
+      add("--port", tostring(srv.port), "--bind", srv.host)
+    else
+      add("--port", "0", "--tls-port", tostring(srv.port), "--bind", srv.host)
+    end
+    add("--tls-cert-file", t.cert, "--tls-key-file", t.key, "--tls-ca-cert-file", t.ca,
       "--tls-auth-clients", t.auth_clients and "yes" or "no")
     if t.replication then add("--tls-replication", "yes") end
     if t.cluster then add("--tls-cluster", "yes") end
@@ -348,7 +352,7 @@ local function cli_cmdline(srv, mode, ...)
   else
     a[#a + 1] = "-h " .. quote(srv.host) .. " -p " .. srv.port
   end
-  if srv.opts.tls then
+  if srv.opts.tls and not srv.opts.tls.outbound_only then
     -- (a check of the server, not of its certificate: --insecure)
     local t = srv.opts.tls
     a[#a + 1] = "--tls --insecure"
@@ -425,7 +429,9 @@ end
 --                    client certificates; auth_clients: --tls-auth-clients
 --                    yes; replication, cluster: --tls-replication yes,
 --                    --tls-cluster yes); cli() connects with --tls, the
---                    client certificate if given; url is rediss://
+--                    client certificate if given; url is rediss://.
+--                    outbound_only = true: it listens in plain TCP, and
+--                    only its own links (replication = true) are TLS
 -- Fields: host, port, path, url, pid, dir, log, password, guard_pid, bin,
 -- config_file, bus_port (cluster).
 function M.start_redis(opts)
@@ -462,7 +468,8 @@ function M.start_redis(opts)
   end
   if not opts.unix then
     local h = opts.ipv6 and "[::1]" or srv.host
-    srv.url = ("%s://%s:%d"):format(opts.tls and "rediss" or "redis", h, srv.port)
+    local tls = opts.tls and not opts.tls.outbound_only
+    srv.url = ("%s://%s:%d"):format(tls and "rediss" or "redis", h, srv.port)
   end
   return srv
 end
