@@ -266,7 +266,7 @@ testjit: test-deps
 	@$(MAKE) --no-print-directory build/luajit/$(TARGET)
 	@REDISLOCK_CPATH="./build/luajit/?.so" LUA=luajit BUSTED="$(BUSTED)" \
 	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS) test/hosts/nginx_spec.lua \
-	 test/hosts/nginx_topology_spec.lua test/hosts/nginx_metrics_spec.lua
+	 test/hosts/nginx_topology_spec.lua test/hosts/nginx_metrics_spec.lua test/hosts/nginx_tls_spec.lua
 
 # libFuzzer over the C core's parsing of untrusted bytes (fuzz/README.md).
 FUZZ_SECONDS ?= 30

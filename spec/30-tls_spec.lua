@@ -87,7 +87,8 @@ describe("tls", function()
       c = assert(redislock.connect { host = "127.0.0.1", port = srv.port, password = PASSWORD,
         tls = { ca = pki.ca, server_name = "localhost" } })
       c:close()
-      local none, err, kind = redislock.connect { url = url(srv), tls = { ca = pki.ca, server_name = "other-name.test" } }
+      local none, err, kind = redislock.connect { url = url(srv),
+        tls = { ca = pki.ca, server_name = "other-name.test" } }
       assert.is_nil(none)
       assert.equal("connection", kind)
       assert.matches("certificate is not for other%-name%.test", err)
@@ -278,7 +279,8 @@ describe("tls", function()
     local function run(env, ...)
       local parts = {}
       for _, a in ipairs({ ... }) do parts[#parts + 1] = quote(a) end
-      local p = helpers.spawn((env or "") .. " " .. quote(helpers.lua_bin) .. " " .. BIN .. " " .. table.concat(parts, " "))
+      local p = helpers.spawn((env or "") .. " " .. quote(helpers.lua_bin) .. " " .. BIN .. " "
+        .. table.concat(parts, " "))
       local code = p:wait(30)
       local out, err = p:stdout(), p:stderr()
       p:stop()
@@ -301,6 +303,7 @@ describe("tls", function()
       code, out, err = run(nil, "run", "--url", u, "--tls-ca", pki.ca, "--tls-server-name", "other-name.test",
         fresh(), "--", "echo", "ran")
       assert.equal(69, code)
+      assert.equal("", out)
       assert.matches("not for other%-name%.test", err)
       code, out, err = run(nil, "run", "--verbose", "--url", u, "--tls-insecure", fresh(), "--", "echo", "ran")
       assert.equal(0, code, err)
@@ -310,6 +313,7 @@ describe("tls", function()
       local m = server(nil, { auth_clients = true })
       code, out, err = run("REDISLOCK_TLS_CA=" .. quote(pki.ca), "run", "--url", url(m), fresh(), "--", "echo", "ran")
       assert.equal(69, code)
+      assert.equal("", out)
       assert.matches("wants a client certificate", err)
       code, out, err = run("REDISLOCK_TLS_CA=" .. quote(pki.ca) .. " REDISLOCK_TLS_CERT=" .. quote(pki.client.cert)
         .. " REDISLOCK_TLS_KEY=" .. quote(pki.client.key), "run", "--url", url(m), fresh(), "--", "echo", "ran")
@@ -320,8 +324,10 @@ describe("tls", function()
       local plain = helpers.start_redis {}
       code, out, err = run("REDISLOCK_TLS_CA=" .. quote(pki.ca), "status", "--url", plain.url, fresh())
       assert.equal(1, code, err)
+      assert.matches("held: no", out)
       code, out, err = run(nil, "status", "--url", plain.url, "--tls-ca", pki.ca, fresh())
       assert.equal(2, code)
+      assert.equal("", out)
       assert.matches("rediss://", err)
       plain:stop()
     end)

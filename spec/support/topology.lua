@@ -610,7 +610,8 @@ function M.start_cluster(opts)
     if opts.tls then
       cmd[#cmd + 1] = "--tls --insecure"
       if opts.tls.client_cert then
-        cmd[#cmd + 1] = "--cert " .. helpers.quote(opts.tls.client_cert) .. " --key " .. helpers.quote(opts.tls.client_key)
+        cmd[#cmd + 1] = "--cert " .. helpers.quote(opts.tls.client_cert)
+          .. " --key " .. helpers.quote(opts.tls.client_key)
       end
     end
     cmd[#cmd + 1] = "--cluster create"
