@@ -295,6 +295,7 @@ static int conn_tls_got(conn *c, char *buf, size_t cap, size_t n) {
             return -1;
         }
         if (conn_got(c, buf, k) < 0) return -1;
+        if (tls_sess_drained(c->tls)) break;   /* (a read that would find nothing) */
     }
     /* (anything the session answers by itself: rare, sent if it fits) */
     if (tls_sess_pending(c->tls) > 0 && conn_tls_send(c) < 0) return -1;

@@ -354,6 +354,11 @@ size_t tls_sess_pending(const tls_sess *s) {
 }
 
 int tls_sess_feed(tls_sess *s, const void *p, size_t n) {
+    /* The thread's error queue must be empty for SSL_get_error to tell
+     * "more to come" from a failure: emptied once here for the reads of
+     * what is fed (a read that succeeds queues nothing; every failure
+     * handled empties it again). */
+    ERR_clear_error();
     if (n == 0) return 0;
     if (n > (1u << 30) || BIO_write(s->rbio, p, (int)n) != (int)n) {
         snprintf(s->err, sizeof s->err, "out of memory");
@@ -364,7 +369,6 @@ int tls_sess_feed(tls_sess *s, const void *p, size_t n) {
 
 ssize_t tls_sess_read(tls_sess *s, void *buf, size_t cap) {
     int r, e;
-    ERR_clear_error();
     r = SSL_read(s->ssl, buf, cap > (1u << 30) ? (1 << 30) : (int)cap);
     if (r > 0) return r;
     e = SSL_get_error(s->ssl, r);
@@ -376,6 +380,10 @@ ssize_t tls_sess_read(tls_sess *s, void *buf, size_t cap) {
     }
     tls_failed(s, e);
     return -1;
+}
+
+int tls_sess_drained(const tls_sess *s) {
+    return BIO_ctrl_pending(s->rbio) == 0 && SSL_pending(s->ssl) == 0;
 }
 
 int tls_sess_closed(const tls_sess *s) { return s->closed; }
@@ -413,6 +421,7 @@ void tls_sess_out_sent(tls_sess *s, size_t n) { (void)s; (void)n; }
 size_t tls_sess_pending(const tls_sess *s) { (void)s; return 0; }
 int tls_sess_feed(tls_sess *s, const void *p, size_t n) { (void)s; (void)p; (void)n; return -1; }
 ssize_t tls_sess_read(tls_sess *s, void *buf, size_t cap) { (void)s; (void)buf; (void)cap; return -1; }
+int tls_sess_drained(const tls_sess *s) { (void)s; return 1; }
 int tls_sess_closed(const tls_sess *s) { (void)s; return 0; }
 const char *tls_sess_error(const tls_sess *s) { (void)s; return "this build has no TLS"; }
 

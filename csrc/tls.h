@@ -86,6 +86,9 @@ int tls_sess_feed(tls_sess *s, const void *p, size_t n);
  * record, -1 when the server closed the session (tls_sess_closed) or it
  * failed (tls_sess_error). */
 ssize_t tls_sess_read(tls_sess *s, void *buf, size_t cap);
+/* 1 when nothing fed is left to decrypt: a read now would find no record
+ * (the caller can skip it). */
+int tls_sess_drained(const tls_sess *s);
 /* After a -1: 1 when the server ended the session cleanly (close_notify). */
 int tls_sess_closed(const tls_sess *s);
 /* Why the last call failed, for "connection failed: <this> (host:port)". */
