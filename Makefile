@@ -11,6 +11,7 @@
 #   make valgrind   specs under memcheck
 #   make helgrind   watchdog specs under helgrind
 #   make rock       luarocks make into a temp tree, then require it from there
+#   make testnotls  the specs of a build without TLS (make TLS=no's core)
 #   make test51     core specs on Lua 5.1 (LuaJIT/OpenResty's language)
 #   make test52     the same specs on Lua 5.2 (and test53 on 5.3)
 #   make torture    fault-injection run with a report (DURATION=300 for the long one;
@@ -78,7 +79,7 @@ LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lu
 
 TARGET  = redislock/core.so
 
-.PHONY: all deps test-deps test ctest specs lint demo install install-files uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 test52 test53 testjit fuzz
+.PHONY: all deps test-deps test ctest specs lint demo install install-files uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 test52 test53 testjit testnotls fuzz
 
 # DEPS=no: install no Debian packages (luarocks passes it: it brings the Lua
 # headers itself, and may not run as root). Without it a plain `make` on a
@@ -220,6 +221,17 @@ bench-plot: test-deps
 	@mkdir -p bench/plots
 	@gnuplot bench/plot.gp
 	@echo "bench-plot: bench/plots/handoff.png bench/plots/watchdog-cpu.png"
+
+# The core as make TLS=no builds it, into build/notls/, under the specs
+# that say what such a build does with rediss:// and tls.
+build/notls/$(TARGET): $(SRCS) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out $(TLS_CFLAGS),$(ALL_CFLAGS)) $(ALL_LDFLAGS) -o $@ $(SRCS) $(filter-out $(TLS_LIBS),$(LIBS))
+
+testnotls: test-deps
+	@$(MAKE) --no-print-directory build/notls/$(TARGET)
+	@REDISLOCK_CPATH="./build/notls/?.so" LUA="$(LUA)" BUSTED="$(BUSTED)" \
+	 tools/run_specs.sh spec/04-arguments_spec.lua spec/30-tls_spec.lua
 
 # Lua 5.1 (the language of LuaJIT and OpenResty): build the core against
 # 5.1's headers into build/lua5.1/ and run the core specs on lua5.1.
