@@ -159,6 +159,8 @@ void conn_fail_with(conn *c, int err, const char *what) {
 
 /* ---- non-blocking steps ----------------------------------------------------- */
 
+static int conn_tls_flush(conn *c);   /* (below, with the rest of TLS) */
+
 int conn_begin(conn *c) {
     conn_drop(c);
     c->attempts++;   /* counters.h */
@@ -201,12 +203,16 @@ int conn_start(conn *c) {
         return -1;
     }
     c->connecting = in_progress;
+    /* (connected at once: the ClientHello goes now, so that a poll for the
+     * server's answer has something to wait for) */
+    if (!in_progress && c->tls && conn_tls_flush(c) < 0) return -1;
     return in_progress;
 }
 
 int conn_connect_done(conn *c) {
     if (sock_connected(c->fd) == 0) {
         c->connecting = 0;
+        if (c->tls && conn_tls_flush(c) < 0) return -1;   /* (as in conn_start) */
         return 0;
     }
     conn_fail_errno(c, "failed", errno);
