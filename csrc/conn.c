@@ -280,9 +280,11 @@ static int conn_tls_flush(conn *c) {
     return c->tls_hs ? 0 : 1;
 }
 
-/* n bytes received (in buf, which it reuses) for the session: fed to it,
- * then whatever it can decrypt goes to conn_got. 1, or -1 failed. */
-static int conn_tls_got(conn *c, char *buf, size_t cap, size_t n) {
+/* n bytes received (in buf) for the session: fed to it (borrowed: what
+ * it did not take is kept before buf goes), then whatever it can decrypt
+ * goes to conn_got. 1, or -1 failed. */
+static int conn_tls_got(conn *c, const char *buf, size_t n) {
+    char plain[CONN_RECV_CHUNK];
     if (tls_sess_feed(c->tls, buf, n) != 0) {
         conn_tls_fail(c);
         return -1;
@@ -291,17 +293,20 @@ static int conn_tls_got(conn *c, char *buf, size_t cap, size_t n) {
         c->tls_hs = 2;   /* the server answers */
         /* its next flight may be ready to go, and the requests behind it */
         if (conn_tls_flush(c) < 0) return -1;
-        if (c->tls_hs) return 1;
     }
-    for (;;) {
-        ssize_t k = tls_sess_read(c->tls, buf, cap);
+    while (!c->tls_hs) {
+        ssize_t k = tls_sess_read(c->tls, plain, sizeof plain);
         if (k == 0) break;
         if (k < 0) {
             conn_tls_fail(c);
             return -1;
         }
-        if (conn_got(c, buf, k) < 0) return -1;
+        if (conn_got(c, plain, k) < 0) return -1;
         if (tls_sess_drained(c->tls)) break;   /* (a read that would find nothing) */
+    }
+    if (tls_sess_keep_rest(c->tls) != 0) {
+        conn_tls_fail(c);
+        return -1;
     }
     /* (anything the session answers by itself: rare, sent if it fits) */
     if (tls_sess_pending(c->tls) > 0 && conn_tls_send(c) < 0) return -1;
@@ -309,8 +314,9 @@ static int conn_tls_got(conn *c, char *buf, size_t cap, size_t n) {
 }
 
 int conn_got_raw(conn *c, char *buf, size_t cap, ssize_t n) {
+    (void)cap;
     if (c->tls == NULL) return conn_got(c, buf, n);
-    if (n > 0) return conn_tls_got(c, buf, cap, (size_t)n);
+    if (n > 0) return conn_tls_got(c, buf, (size_t)n);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
     if (c->tls_hs && (n == 0 || errno == ECONNRESET))
         conn_fail(c, CONN_ECONNECT, "failed", n == 0 ? "tls: handshake refused: closed by the server"

@@ -1,7 +1,14 @@
 /*
- * tls.c: TLS sessions over memory BIOs, on OpenSSL (see tls.h). Built with
- * -DREDISLOCK_TLS when the Makefile finds OpenSSL's headers (make TLS=no:
- * without); the stubs at the end stand in otherwise.
+ * tls.c: TLS sessions on OpenSSL whose BIO is a pair of buffers (see tls.h).
+ * Built with -DREDISLOCK_TLS when the Makefile finds OpenSSL's headers (make
+ * TLS=no: without); the stubs at the end stand in otherwise.
+ *
+ * The BIO is ours rather than a pair of memory BIOs: what OpenSSL writes is
+ * appended to the session's out buffer, which conn.c sends from in place,
+ * and what it reads comes straight from the bytes conn.c received. A memory
+ * BIO costs a copy each way and a BIO_ctrl for every "anything to send?" a
+ * poll loop asks; measured with callgrind, those were a good part of what
+ * TLS added to a lock cycle.
  */
 #define _GNU_SOURCE
 #include "tls.h"
@@ -14,6 +21,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include <openssl/err.h>
@@ -31,12 +39,93 @@ struct tls_ctx {
 
 struct tls_sess {
     SSL *ssl;
-    BIO *rbio, *wbio;        /* ciphertext in (fed by conn.c), out (sent by it) */
+    const char *in;          /* ciphertext fed and not yet taken by OpenSSL: */
+    size_t in_len;           /* conn.c's receive buffer, or keep */
+    char *keep;              /* a rest kept past the receive (tls_sess_keep_rest) */
+    size_t keep_cap;
+    char *out;               /* ciphertext to send: out[out_off..out_len) */
+    size_t out_off, out_len, out_cap;
     const tls_ctx *x;
     char name[256];          /* the name or address verified, for messages */
     int closed;              /* close_notify came */
     char err[TLS_ERR_LEN];
 };
+
+/* ---- the BIO ---------------------------------------------------------------- */
+
+static BIO_METHOD *tls_bio_method;
+static pthread_once_t tls_bio_once = PTHREAD_ONCE_INIT;
+
+/* OpenSSL's records out: appended to the session's out buffer. */
+static int tls_bio_write(BIO *b, const char *p, int n) {
+    tls_sess *s = BIO_get_data(b);
+    BIO_clear_retry_flags(b);
+    if (n <= 0) return 0;
+    if (s->out_off > 0 && s->out_off == s->out_len) s->out_off = s->out_len = 0;
+    if (s->out_len + (size_t)n > s->out_cap) {
+        size_t cap = s->out_cap ? s->out_cap : 4096;
+        char *q;
+        while (cap < s->out_len + (size_t)n) cap *= 2;
+        q = realloc(s->out, cap);
+        if (q == NULL) return -1;
+        s->out = q;
+        s->out_cap = cap;
+    }
+    memcpy(s->out + s->out_len, p, (size_t)n);
+    s->out_len += (size_t)n;
+    return n;
+}
+
+/* Records in: from what was fed; none left means "more to come". */
+static int tls_bio_read(BIO *b, char *p, int n) {
+    tls_sess *s = BIO_get_data(b);
+    size_t k;
+    BIO_clear_retry_flags(b);
+    if (s->in_len == 0) {
+        BIO_set_retry_read(b);
+        return -1;
+    }
+    k = s->in_len < (size_t)n ? s->in_len : (size_t)n;
+    memcpy(p, s->in, k);
+    s->in += k;
+    s->in_len -= k;
+    return (int)k;
+}
+
+static long tls_bio_ctrl(BIO *b, int cmd, long num, void *ptr) {
+    tls_sess *s = BIO_get_data(b);
+    (void)num;
+    (void)ptr;
+    switch (cmd) {
+    case BIO_CTRL_FLUSH: return 1;                        /* conn.c sends */
+    case BIO_CTRL_PENDING: return s ? (long)s->in_len : 0;
+    case BIO_CTRL_WPENDING: return s ? (long)(s->out_len - s->out_off) : 0;
+    default: return 0;
+    }
+}
+
+static int tls_bio_create(BIO *b) {
+    BIO_set_init(b, 1);
+    return 1;
+}
+
+static void tls_bio_make(void) {
+    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "redislock");
+    if (m == NULL) return;
+    if (BIO_meth_set_write(m, tls_bio_write) != 1 || BIO_meth_set_read(m, tls_bio_read) != 1 ||
+        BIO_meth_set_ctrl(m, tls_bio_ctrl) != 1 || BIO_meth_set_create(m, tls_bio_create) != 1) {
+        BIO_meth_free(m);
+        return;
+    }
+    tls_bio_method = m;   /* (kept for the process's life) */
+}
+
+/* OpenSSL reports a failure on the thread's error queue, and SSL_get_error
+ * reads a stale entry there as the failure of the call at hand: it must be
+ * empty before each call. Peeking is much cheaper than clearing. */
+static void tls_err_reset(void) {
+    if (ERR_peek_error() != 0) ERR_clear_error();
+}
 
 int tls_built(void) { return 1; }
 
@@ -74,8 +163,10 @@ tls_ctx *tls_ctx_new(const tls_opts *o, char *err, size_t errlen) {
     if (ctx == NULL) goto nomem;
     x->ssl = ctx;
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-    /* idle connections give their record buffers back (2,000 clients) */
-    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    /* (no SSL_MODE_RELEASE_BUFFERS: giving the record buffers back after
+     * each record and taking them again cost about a tenth of what TLS adds
+     * to a lock cycle, counted by callgrind; kept, they are some 34 KB per
+     * connection) */
     SSL_CTX_set_default_passwd_cb(ctx, tls_no_passphrase);
     if (o->verify) {
         int ok;
@@ -174,13 +265,16 @@ tls_sess *tls_sess_new(tls_ctx *x, const char *host, char *err, size_t errlen) {
     s->x = x;
     snprintf(s->name, sizeof s->name, "%s", name ? name : "?");
     ERR_clear_error();
+    pthread_once(&tls_bio_once, tls_bio_make);
+    if (tls_bio_method == NULL) goto nomem;
     s->ssl = SSL_new(x->ssl);
-    s->rbio = BIO_new(BIO_s_mem());
-    s->wbio = BIO_new(BIO_s_mem());
-    if (s->ssl == NULL || s->rbio == NULL || s->wbio == NULL) goto nomem;
-    /* an empty input BIO means "more to come", not end of file */
-    BIO_set_mem_eof_return(s->rbio, -1);
-    SSL_set_bio(s->ssl, s->rbio, s->wbio);   /* (the SSL owns them now) */
+    if (s->ssl == NULL) goto nomem;
+    {
+        BIO *b = BIO_new(tls_bio_method);
+        if (b == NULL) goto nomem;
+        BIO_set_data(b, s);
+        SSL_set_bio(s->ssl, b, b);   /* (one BIO both ways; the SSL owns it) */
+    }
     SSL_set_connect_state(s->ssl);
     if (name && tls_is_ip(name)) {
         /* an address: checked against the certificate's IP entries; no SNI
@@ -202,12 +296,7 @@ bad:
 nomem:
     snprintf(err, errlen, "out of memory");
     if (s) {
-        if (s->ssl) {
-            SSL_free(s->ssl);
-        } else {
-            BIO_free(s->rbio);
-            BIO_free(s->wbio);
-        }
+        if (s->ssl) SSL_free(s->ssl);
         free(s);
     }
     ERR_clear_error();
@@ -220,6 +309,8 @@ void tls_sess_free(tls_sess *s) {
      * context's session cache and sends nothing (no SSL_shutdown). */
     SSL_set_shutdown(s->ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
     SSL_free(s->ssl);
+    free(s->keep);
+    free(s->out);
     free(s);
 }
 
@@ -308,7 +399,7 @@ static void tls_failed(tls_sess *s, int e) {
 
 int tls_sess_handshake(tls_sess *s) {
     int r, e;
-    ERR_clear_error();
+    tls_err_reset();
     r = SSL_do_handshake(s->ssl);
     if (r == 1) return 1;
     e = SSL_get_error(s->ssl, r);
@@ -321,7 +412,7 @@ int tls_sess_write(tls_sess *s, const void *p, size_t n) {
     const char *q = p;
     while (n > 0) {
         int chunk = n > (1u << 30) ? (1 << 30) : (int)n, r;
-        ERR_clear_error();
+        tls_err_reset();
         r = SSL_write(s->ssl, q, chunk);
         if (r <= 0) {
             tls_failed(s, SSL_get_error(s->ssl, r));
@@ -334,36 +425,77 @@ int tls_sess_write(tls_sess *s, const void *p, size_t n) {
 }
 
 size_t tls_sess_out(tls_sess *s, const char **p) {
-    char *d = NULL;
-    long n = BIO_get_mem_data(s->wbio, &d);
-    *p = d;
-    return n > 0 ? (size_t)n : 0;
+    *p = s->out + s->out_off;
+    return s->out_len - s->out_off;
 }
 
+#define TLS_OUT_KEEP 65536   /* the out buffer kept between sends */
+
 void tls_sess_out_sent(tls_sess *s, size_t n) {
-    char scratch[4096];
-    while (n > 0) {
-        int k = BIO_read(s->wbio, scratch, n > sizeof scratch ? (int)sizeof scratch : (int)n);
-        if (k <= 0) break;
-        n -= (size_t)k;
+    s->out_off += n;
+    if (s->out_off < s->out_len) return;
+    s->out_off = s->out_len = 0;
+    if (s->out_cap > TLS_OUT_KEEP) {   /* (after a big request) */
+        free(s->out);
+        s->out = NULL;
+        s->out_cap = 0;
     }
 }
 
 size_t tls_sess_pending(const tls_sess *s) {
-    return BIO_ctrl_pending(s->wbio);
+    return s->out_len - s->out_off;
+}
+
+/* Room for n bytes in keep; 0, or -1 when out of memory. */
+static int tls_keep_reserve(tls_sess *s, size_t n) {
+    char *q;
+    if (n <= s->keep_cap) return 0;
+    q = malloc(n);
+    if (q == NULL) return -1;
+    if (s->in_len > 0) memcpy(q, s->in, s->in_len);   /* (in may point into keep) */
+    free(s->keep);
+    s->keep = q;
+    s->keep_cap = n;
+    s->in = q;
+    return 0;
 }
 
 int tls_sess_feed(tls_sess *s, const void *p, size_t n) {
-    /* The thread's error queue must be empty for SSL_get_error to tell
-     * "more to come" from a failure: emptied once here for the reads of
-     * what is fed (a read that succeeds queues nothing; every failure
-     * handled empties it again). */
-    ERR_clear_error();
+    tls_err_reset();
     if (n == 0) return 0;
-    if (n > (1u << 30) || BIO_write(s->rbio, p, (int)n) != (int)n) {
-        snprintf(s->err, sizeof s->err, "out of memory");
-        return -1;
+    if (s->in_len == 0) {
+        s->in = p;   /* borrowed until tls_sess_keep_rest */
+        s->in_len = n;
+        return 0;
     }
+    /* a rest from before comes first */
+    if (tls_keep_reserve(s, s->in_len + n) != 0) goto nomem;
+    if (s->in != s->keep) memmove(s->keep, s->in, s->in_len);
+    memcpy(s->keep + s->in_len, p, n);
+    s->in = s->keep;
+    s->in_len += n;
+    return 0;
+nomem:
+    snprintf(s->err, sizeof s->err, "out of memory");
+    return -1;
+}
+
+int tls_sess_keep_rest(tls_sess *s) {
+    if (s->in_len == 0 || s->in == s->keep) return 0;
+    if (s->in_len > s->keep_cap) {
+        const char *in = s->in;
+        char *q = malloc(s->in_len);
+        if (q == NULL) {
+            snprintf(s->err, sizeof s->err, "out of memory");
+            return -1;
+        }
+        free(s->keep);
+        s->keep = q;
+        s->keep_cap = s->in_len;
+        s->in = in;
+    }
+    memmove(s->keep, s->in, s->in_len);
+    s->in = s->keep;
     return 0;
 }
 
@@ -383,7 +515,7 @@ ssize_t tls_sess_read(tls_sess *s, void *buf, size_t cap) {
 }
 
 int tls_sess_drained(const tls_sess *s) {
-    return BIO_ctrl_pending(s->rbio) == 0 && SSL_pending(s->ssl) == 0;
+    return s->in_len == 0 && SSL_pending(s->ssl) == 0;
 }
 
 int tls_sess_closed(const tls_sess *s) { return s->closed; }
@@ -420,6 +552,7 @@ size_t tls_sess_out(tls_sess *s, const char **p) { (void)s; *p = NULL; return 0;
 void tls_sess_out_sent(tls_sess *s, size_t n) { (void)s; (void)n; }
 size_t tls_sess_pending(const tls_sess *s) { (void)s; return 0; }
 int tls_sess_feed(tls_sess *s, const void *p, size_t n) { (void)s; (void)p; (void)n; return -1; }
+int tls_sess_keep_rest(tls_sess *s) { (void)s; return 0; }
 ssize_t tls_sess_read(tls_sess *s, void *buf, size_t cap) { (void)s; (void)buf; (void)cap; return -1; }
 int tls_sess_drained(const tls_sess *s) { (void)s; return 1; }
 int tls_sess_closed(const tls_sess *s) { (void)s; return 0; }

@@ -2,7 +2,7 @@
  * tls.h: TLS for the connections of conn.c, on OpenSSL. No Lua here.
  *
  * TLS is a transform between our socket and the bytes of requests and
- * replies: OpenSSL never touches the socket (memory BIOs on both sides).
+ * replies: OpenSSL never touches the socket (its BIO is a pair of buffers).
  * conn.c sends the ciphertext a session has waiting and feeds it what it
  * receives, on its own non-blocking sockets with its own deadlines, in the
  * same poll loops as plain connections: no call here ever waits, a session
@@ -80,8 +80,14 @@ size_t tls_sess_out(tls_sess *s, const char **p);
 void tls_sess_out_sent(tls_sess *s, size_t n);
 /* Bytes waiting to be sent (0: none), without touching them. */
 size_t tls_sess_pending(const tls_sess *s);
-/* Hands it n bytes received from the server: 0, or -1 out of memory. */
+/* Hands it n bytes received from the server, borrowed (no copy) until the
+ * reads and the handshake steps that follow have taken them, or until
+ * tls_sess_keep_rest: 0, or -1 out of memory. */
 int tls_sess_feed(tls_sess *s, const void *p, size_t n);
+/* Copies what OpenSSL has not taken of what was fed (rare: it takes all
+ * it is given down to "more to come") before that buffer goes: 0, or -1
+ * out of memory. */
+int tls_sess_keep_rest(tls_sess *s);
 /* Decrypts into buf: bytes (> 0), 0 when what was fed holds no more whole
  * record, -1 when the server closed the session (tls_sess_closed) or it
  * failed (tls_sess_error). */

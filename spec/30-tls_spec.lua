@@ -251,6 +251,19 @@ describe("tls", function()
       proxy:stop()
     end)
 
+    it("records that come a byte at a time after the handshake are put together", function()
+      local proxy = helpers.start_proxy(srv)
+      local c = assert(redislock.connect { url = url(proxy), timeout = 5,
+        tls = { ca = pki.ca, server_name = "localhost" } })
+      proxy:command("trickle", "all", "down", 1)     -- every record in pieces
+      local l = assert(c:acquire(fresh(), { ttl = 10, watchdog = false }))
+      assert.equal(l.token, (srv:cli_raw("GET", l._keys.lock)))
+      assert.is_true(l:release())
+      proxy:command("normal", "all", "down")
+      c:close()
+      proxy:stop()
+    end)
+
     it("in the watchdog's own connection: the acquire says so within connect_timeout", function()
       local proxy = helpers.start_proxy(srv)
       local c = assert(redislock.connect { url = url(proxy), connect_timeout = 0.3, timeout = 1,
