@@ -33,7 +33,10 @@ cycles on a name nobody else takes:
 The TLS rows are compared with their plain rows too ("TLS over plain"):
 what TLS adds to a cycle, on our side and Redis' (it encrypts too).
 
-A peer that is not installed is skipped with the reason. Each process times
+BENCH_ROUNDS=N runs every variant N times, interleaved (each round runs
+them all in turn), and keeps each variant's round with the lowest p50: on a
+machine others load, the least disturbed run of each, taken at about the
+same time. A peer that is not installed is skipped with the reason. Each process times
 every cycle on a monotonic clock and prints them at the end. Reported per
 variant: p50 and p99 of a cycle in microseconds, cycles per second (cycles /
 the sum of their times: start-up excluded), round trips per cycle as the
@@ -63,6 +66,7 @@ local core = require "redislock.core"
 local url_fields = require "redislock.url"
 
 local ITERATIONS = tonumber(arg and arg[1]) or 5000
+local ROUNDS = math.max(1, tonumber(os.getenv("BENCH_ROUNDS")) or 1)
 -- bench/cycle.lua VARIANT...: only those (e.g. redislock redislock-tls)
 local ONLY = {}
 for i = 2, arg and #arg or 0 do ONLY[arg[i]] = true end
@@ -175,8 +179,8 @@ local function main()
   srv.tls_port = tls_port
   local raw = assert(core.connect(url_fields.parse(srv.url)))
   local version = assert(raw:command("INFO", "server")):match("redis_version:([%w%.]+)")
-  printf("redis-server %s at %s; %d uncontended cycles (acquire + release) per variant\n",
-    version or "?", srv.url, ITERATIONS)
+  printf("redis-server %s at %s; %d uncontended cycles (acquire + release) per variant%s\n",
+    version or "?", srv.url, ITERATIONS, ROUNDS > 1 and (", best of " .. ROUNDS .. " rounds") or "")
   printf("load average before: %s (2 cores here: anything else running skews the numbers)\n\n", lib.loadavg())
   local _, pinned = helpers.sh("taskset -cp 0 " .. srv.pid .. " >/dev/null 2>&1")
   if pinned ~= 0 then error("taskset could not pin redis-server to CPU 0", 0) end
@@ -186,10 +190,14 @@ local function main()
   end
   for _, place in ipairs(placements) do
     place.results = {}
-    for _, v in ipairs(VARIANTS) do
-      local why = v.missing and v.missing()
-      if next(ONLY) and not ONLY[v.name] then why = "not asked for" end
-      place.results[#place.results + 1] = why and { name = v.name, skipped = why } or run(v, srv, raw, place.cpu)
+    for _ = 1, ROUNDS do
+      for i, v in ipairs(VARIANTS) do
+        local why = v.missing and v.missing()
+        if next(ONLY) and not ONLY[v.name] then why = "not asked for" end
+        local r = why and { name = v.name, skipped = why } or run(v, srv, raw, place.cpu)
+        local best = place.results[i]
+        if not best or (r.p50 and (not best.p50 or r.p50 < best.p50)) then place.results[i] = r end
+      end
     end
   end
   raw:close()
