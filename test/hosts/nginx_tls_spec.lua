@@ -1,4 +1,5 @@
--- TLS inside nginx (docs/tls.md, "Inside nginx"): the cosocket transport
+-- TLS inside nginx (docs/tls.md, "Inside nginx", whose nginx lines are the
+-- ones run here): the cosocket transport
 -- calls sslhandshake on every new connection, verified against nginx's
 -- lua_ssl_trusted_certificate with the server name (tls.server_name, here
 -- localhost: nginx checks names, not IP addresses), while the worker's
@@ -13,6 +14,15 @@ http.TIMEOUT = 10
 local ROOT = (helpers.sh("pwd"):gsub("%s+$", ""))
 local MODULES = "/usr/lib/nginx/modules"
 local PASSWORD = "ngx-tls-pw"
+
+-- docs/tls.md's nginx lines, with the spec's CA: the docs cannot drift.
+local function docs_nginx_lines(ca)
+  local docs = assert(helpers.read_file(ROOT .. "/docs/tls.md"))
+  local block = assert(docs:match("```nginx\n(.-)```"), "no nginx block in docs/tls.md")
+  local out, n = block:gsub("/etc/ssl/redis%-ca%.pem", (ca:gsub("%%", "%%%%")))
+  assert(n == 1, "docs/tls.md's nginx block names its CA file " .. n .. " times")
+  return out
+end
 
 local function conf(dir, port, pki, redis_port, mtls_port)
   return ([[
@@ -33,8 +43,7 @@ http {
   scgi_temp_path %s/tmp;
   lua_package_path "%s/lua/?.lua;;";
   lua_package_cpath "%s/build/luajit/?.so;;";
-  lua_ssl_trusted_certificate %s;
-  lua_ssl_verify_depth 2;
+  %s
   init_by_lua_block {
     redislock = require "redislock"
     LOCKS = {}
@@ -87,7 +96,7 @@ http {
     }
   }
 }
-]]):format(dir, dir, MODULES, MODULES, dir, dir, dir, dir, dir, ROOT, ROOT, pki.ca,
+]]):format(dir, dir, MODULES, MODULES, dir, dir, dir, dir, dir, ROOT, ROOT, docs_nginx_lines(pki.ca),
     pki.ca, pki.client.cert, pki.client.key, PASSWORD, redis_port, PASSWORD, mtls_port, port)
 end
 
