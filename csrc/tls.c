@@ -117,7 +117,14 @@ static void tls_bio_make(void) {
         BIO_meth_free(m);
         return;
     }
-    tls_bio_method = m;   /* (kept for the process's life) */
+    tls_bio_method = m;
+}
+
+/* When the core is unloaded (lua_close dlcloses C modules), the method
+ * goes with it: no session of this process can use it any more. */
+__attribute__((destructor)) static void tls_bio_unload(void) {
+    if (tls_bio_method) BIO_meth_free(tls_bio_method);
+    tls_bio_method = NULL;
 }
 
 /* OpenSSL reports a failure on the thread's error queue, and SSL_get_error
