@@ -281,7 +281,9 @@ end
 -- syntax: client, err = redislock.connect{url=, host=, port=, path=, username=,
 --           password=, db=, connect_timeout=2, timeout=2, prefix="",
 --           transport="native", strict=false, fence_ttl=604800, on_event=nil,
---           native_commands=true}
+--           native_commands=true, tls=nil, sentinel_tls=true}
+-- tls = {ca=, cert=, key=, server_name=, verify=true}: TLS, as a rediss://
+-- url is (docs/tls.md).
 -- transport: "native" (the C core) or "cosocket" (inside nginx: calls yield
 -- to the event loop; see lua/redislock/cosocket.lua).
 function _M.connect(opts)
