@@ -13,6 +13,7 @@
 #   make valgrind   specs under memcheck
 #   make helgrind   watchdog specs under helgrind
 #   make rock       luarocks make into a temp tree, then require it from there
+#   make testnotls  the specs of a build without TLS (make TLS=no's core)
 #   make test51     core specs on Lua 5.1 (LuaJIT/OpenResty's language)
 #   make test52     the same specs on Lua 5.2 (and test53 on 5.3)
 #   make torture    fault-injection run with a report (DURATION=300 for the long one;
@@ -30,6 +31,8 @@
 # The spec targets run JOBS spec files at a time (tools/run_specs.sh; 4,
 # make valgrind 1): make test JOBS=1 runs them one after another.
 # Another Lua: make LUA_VERSION=5.1, or make LUA=luajit LUA_PC=luajit.
+# Without TLS: make TLS=no (otherwise TLS is on when OpenSSL's headers are
+# there, and `make` installs libssl-dev like the other build packages).
 
 .DEFAULT_GOAL := all
 
@@ -45,11 +48,14 @@ LUA_CMOD    ?= $(PREFIX)/lib/lua/$(LUA_VERSION)
 BINDIR      ?= $(PREFIX)/bin
 MANDIR      ?= $(PREFIX)/share/man
 
+# TLS: yes, no, or auto (the default: yes when pkg-config finds OpenSSL).
+TLS        ?= auto
+
 # Debian packages each target needs (installed by tools/deps.sh if missing).
 # PostgreSQL: the fenced-write specs on a real database (spec/31), `make torture
 # RESOURCE=postgres` and `make demo-postgres`.
-BUILD_DEPS  = pkg-config liblua$(LUA_VERSION)-dev libhiredis-dev lua$(LUA_VERSION)
-TEST_DEPS   = $(BUILD_DEPS) redis-server redis-tools redis-sentinel iproute2 util-linux lua-busted lua-check lua-system lua-socket luarocks \
+BUILD_DEPS  = pkg-config liblua$(LUA_VERSION)-dev libhiredis-dev lua$(LUA_VERSION) $(if $(filter no,$(TLS)),,libssl-dev)
+TEST_DEPS   = $(BUILD_DEPS) redis-server redis-tools redis-sentinel iproute2 util-linux lua-busted lua-check lua-system lua-socket luarocks openssl \
               postgresql-15 lua-sql-postgres groff-base
 TEST51_DEPS = liblua5.1-0-dev lua5.1
 TEST52_DEPS = liblua5.2-dev lua5.2
@@ -60,6 +66,14 @@ FUZZ_DEPS   = clang libclang-rt-14-dev
 LUA_CFLAGS  := $(shell $(PKG_CONFIG) --cflags $(LUA_PC) 2>/dev/null)
 HIREDIS_CFLAGS := $(shell $(PKG_CONFIG) --cflags hiredis 2>/dev/null)
 HIREDIS_LIBS   := $(shell $(PKG_CONFIG) --libs hiredis 2>/dev/null)
+
+# OpenSSL (csrc/net/tls.c): -DREDISLOCK_TLS and libssl when on. The choice
+# is written to build/tls.flag, which every object depends on, so that
+# switching TLS= rebuilds them (the notls variant never has it).
+TLS_ON := $(if $(filter no,$(TLS)),no,$(if $(filter yes,$(TLS)),yes,$(shell $(PKG_CONFIG) --exists openssl 2>/dev/null && echo yes || echo no)))
+TLS_CFLAGS := $(if $(filter yes,$(TLS_ON)),-DREDISLOCK_TLS $(shell $(PKG_CONFIG) --cflags openssl 2>/dev/null))
+TLS_LIBS   := $(if $(filter yes,$(TLS_ON)),$(shell $(PKG_CONFIG) --libs openssl 2>/dev/null || echo -lssl -lcrypto))
+TLS_FLAG   := $(shell mkdir -p build && { [ "$$(cat build/tls.flag 2>/dev/null)" = "$(TLS_ON)" ] || echo "$(TLS_ON)" > build/tls.flag; } && echo build/tls.flag)
 
 WARN     = -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wshadow -Werror
 CFLAGS  ?= -O2 -g
@@ -84,7 +98,7 @@ BASE_CFLAGS = -std=c99 -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L \
               $(WARN) $(HIREDIS_CFLAGS) $(CORE_INCLUDES)
 ALL_CFLAGS  = $(BASE_CFLAGS) $(CFLAGS) $(LUA_CFLAGS)
 ALL_LDFLAGS = -shared $(LDFLAGS)
-LIBS        = $(HIREDIS_LIBS) -lpthread -lm
+LIBS        = $(HIREDIS_LIBS) $(TLS_LIBS) -lpthread -lm
 SAN_FLAGS   = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 
 # ---- variants ----------------------------------------------------------------
@@ -92,21 +106,22 @@ SAN_FLAGS   = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-s
 # files (-MMD), the module as redislock/core.so (so that "./build/<v>/?.so"
 # finds it). Only what changed is compiled again; `make -j` runs them in
 # parallel. A variant is a Lua (lua5.1 ... lua5.4, luajit: its headers), or
-# asan (Lua 5.4's headers, ASan + UBSan).
+# asan (Lua 5.4's headers, ASan + UBSan), or notls (Lua 5.4's, no TLS).
 #   $(call variant_cflags,V): the flags that differ
-variant_lua    = $(if $(filter asan,$(1)),$(LUA_PC),$(1))
+variant_lua    = $(if $(filter asan notls,$(1)),$(LUA_PC),$(1))
 variant_cflags = $(if $(filter $(LUA_PC),$(call variant_lua,$(1))),$(LUA_CFLAGS),$(shell $(PKG_CONFIG) --cflags $(call variant_lua,$(1)) 2>/dev/null)) \
-                 $(if $(filter asan,$(1)),$(SAN_FLAGS),$(CFLAGS))
-VARIANTS = lua5.1 lua5.2 lua5.3 lua5.4 luajit asan $(LUA_PC)
+                 $(if $(filter asan,$(1)),$(SAN_FLAGS),$(CFLAGS)) $(if $(filter notls,$(1)),,$(TLS_CFLAGS))
+variant_libs   = $(if $(filter notls,$(1)),$(filter-out $(TLS_LIBS),$(LIBS)),$(LIBS))
+VARIANTS = lua5.1 lua5.2 lua5.3 lua5.4 luajit asan notls $(LUA_PC)
 
 define core_variant
-build/$(1)/obj/%.o: %.c build/scripts_gen.h
+build/$(1)/obj/%.o: %.c build/scripts_gen.h $$(TLS_FLAG)
 	@mkdir -p $$(@D)
 	$$(CC) $$(BASE_CFLAGS) $(call variant_cflags,$(1)) -MMD -MP -c -o $$@ $$<
 
 build/$(1)/redislock/core.so: $$(SRCS:%.c=build/$(1)/obj/%.o)
 	@mkdir -p $$(@D)
-	$$(CC) $(if $(filter asan,$(1)),$$(SAN_FLAGS)) $$(ALL_LDFLAGS) -o $$@ $$^ $$(LIBS)
+	$$(CC) $(if $(filter asan,$(1)),$$(SAN_FLAGS)) $$(ALL_LDFLAGS) -o $$@ $$^ $(call variant_libs,$(1))
 
 build/$(1)/libcore_nolua.a: $$(NOLUA_SRCS:%.c=build/$(1)/obj/%.o)
 	@rm -f $$@
@@ -131,7 +146,7 @@ $(TARGET): build/$(LUA_PC)/redislock/core.so
 SCRIPTS = $(sort $(wildcard lua/redislock/scripts/*.lua))
 LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lua))
 
-.PHONY: all deps test-deps ci-deps test ctest specs lint demo demo-postgres install install-files uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 test52 test53 testjit fuzz
+.PHONY: all deps test-deps ci-deps test ctest specs lint demo demo-postgres install install-files uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 test52 test53 testjit testnotls fuzz
 
 # DEPS=no: install no Debian packages (luarocks passes it: it brings the Lua
 # headers itself, and may not run as root). Without it a plain `make` on a
@@ -165,8 +180,8 @@ build/scripts_gen.h: tools/gen_scripts.lua $(SCRIPTS) lua/redislock/scripts
 # Each links the core's layers without Lua (an archive: the linker takes
 # what the test uses), plain, and with ASan + UBSan for make sanitize.
 CTESTS       = native_cmd_test wd_heap_test reply_fast_test conn_wait_test recovery_test
-CTEST_CFLAGS = -std=c99 -D_POSIX_C_SOURCE=200809L $(WARN) $(HIREDIS_CFLAGS) $(CORE_INCLUDES)
-CTEST_LIBS   = $(HIREDIS_LIBS) -lpthread
+CTEST_CFLAGS = -std=c99 -D_POSIX_C_SOURCE=200809L $(WARN) $(HIREDIS_CFLAGS) $(TLS_CFLAGS) $(CORE_INCLUDES)
+CTEST_LIBS   = $(HIREDIS_LIBS) $(TLS_LIBS) -lpthread
 
 build/$(LUA_PC)/test/%: test/c/%.c build/$(LUA_PC)/libcore_nolua.a $(wildcard test/c/*.h)
 	@mkdir -p $(@D)
@@ -270,6 +285,13 @@ bench-plot: test-deps
 	@gnuplot bench/plot.gp
 	@echo "bench-plot: bench/plots/handoff.png bench/plots/watchdog-cpu.png"
 
+# The core as make TLS=no builds it, into build/notls/, under the specs
+# that say what such a build does with rediss:// and tls.
+testnotls: test-deps
+	@$(call locked,notls) $(MAKE) --no-print-directory build/notls/$(TARGET)
+	@REDISLOCK_CPATH="./build/notls/?.so" LUA="$(LUA)" BUSTED="$(BUSTED)" \
+	 tools/run_specs.sh spec/04-arguments_spec.lua spec/30-tls_spec.lua
+
 # Lua 5.1 (the language of LuaJIT and OpenResty): build the core against
 # 5.1's headers into build/lua5.1/ and run the core specs on lua5.1.
 COMPAT_SPECS = spec/01-core_spec.lua spec/03-lock_spec.lua spec/06-watchdog_spec.lua \
@@ -304,7 +326,7 @@ testjit: test-deps
 	@$(call locked,luajit) $(MAKE) --no-print-directory build/luajit/$(TARGET)
 	@REDISLOCK_CPATH="./build/luajit/?.so" LUA=luajit BUSTED="$(BUSTED)" \
 	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS) test/hosts/nginx_spec.lua \
-	 test/hosts/nginx_topology_spec.lua test/hosts/nginx_metrics_spec.lua
+	 test/hosts/nginx_topology_spec.lua test/hosts/nginx_metrics_spec.lua test/hosts/nginx_tls_spec.lua
 
 # libFuzzer over the C core's parsing of untrusted bytes (fuzz/README.md).
 FUZZ_SECONDS ?= 30

@@ -25,14 +25,28 @@ cycles on a name nobody else takes:
   node-redlock         node-redlock 4.2.0 on ioredis (bench/peers, installed
                        by `make bench` with npm ci), one instance, retryCount 0:
                        lock() + unlock().
+  redislock-tls        redislock, watchdog on, over TLS (rediss://, verified
+                       against a CA made for the run): the same server, on
+                       its --tls-port (TLS 1.3, P-256 certificate).
+  redis-py-tls         redis-py's Lock over TLS (ssl=True, the same CA).
 
-A peer that is not installed is skipped with the reason. Each process times
+The TLS rows are compared with their plain rows too ("TLS over plain"):
+what TLS adds to a cycle, on our side and Redis' (it encrypts too).
+
+BENCH_ROUNDS=N runs every variant N times, interleaved (each round runs
+them all in turn), and keeps each variant's round with the lowest p50: on a
+machine others load, the least disturbed run of each, taken at about the
+same time. A peer that is not installed is skipped with the reason. Each process times
 every cycle on a monotonic clock and prints them at the end. Reported per
 variant: p50 and p99 of a cycle in microseconds, cycles per second (cycles /
 the sum of their times: start-up excluded), round trips per cycle as the
-server counts them (bench/lib.lua), and redis-server's own CPU time per
+server counts them (bench/lib.lua), the client's CPU time per cycle (its
+process, every thread, over the timed loop only; "-" where a peer does not
+say), and redis-server's own CPU time per
 cycle (its main thread's schedstat over the variant's run, start-up and
-connection included), then the ratios to raw-hiredis. Nothing
+connection included), then the ratios to raw-hiredis. CPU times stay put
+on a loaded machine where the timings do not: on the same core a cycle is
+about the client's CPU plus the server's. Nothing
 here is a test: the exit status is non-zero only when a variant fails.
 
 Placement (taskset): redis-server is pinned to CPU 0, and every variant runs
@@ -52,6 +66,10 @@ local core = require "redislock.core"
 local url_fields = require "redislock.url"
 
 local ITERATIONS = tonumber(arg and arg[1]) or 5000
+local ROUNDS = math.max(1, tonumber(os.getenv("BENCH_ROUNDS")) or 1)
+-- bench/cycle.lua VARIANT...: only those (e.g. redislock redislock-tls)
+local ONLY = {}
+for i = 2, arg and #arg or 0 do ONLY[arg[i]] = true end
 local RAW_SRC, RAW_BIN = "bench/cycle_raw.c", "bench/out/cycle_raw"
 local PYTHON = "/usr/bin/python3"   -- Debian's, with python3-redis (not pyenv's)
 local printf, quote = lib.printf, helpers.quote
@@ -68,6 +86,17 @@ local function node_missing()
   local f = io.open("bench/peers/node_modules/redlock/package.json")
   if not f then return "bench/peers/node_modules is missing (cd bench/peers && npm ci)" end
   f:close()
+end
+
+-- The TLS variants' certificates: made for the run (spec/support/tls.lua).
+local pki
+
+local function tls_missing()
+  if not core.tls then return "this redislock.core was built without TLS (make TLS=no)" end
+end
+
+local function python_tls_missing()
+  return tls_missing() or python_missing()
 end
 
 local VARIANTS = {
@@ -91,6 +120,14 @@ local VARIANTS = {
       return table.concat({ "node", "bench/peers/redlock_cycle.js", srv.host, srv.port, quote(key),
         ITERATIONS }, " ")
     end },
+  { name = "redislock-tls", plain = "redislock", missing = tls_missing, cmd = function(srv, key)
+      return helpers.lua_cmd("bench/cycle_worker.lua", "rediss://127.0.0.1:" .. srv.tls_port, key, ITERATIONS,
+        1, 1, pki.ca)
+    end },
+  { name = "redis-py-tls", plain = "redis-py", missing = python_tls_missing, cmd = function(srv, key)
+      return table.concat({ quote(PYTHON), "bench/peers/redis_py_cycle.py", srv.host, srv.tls_port, quote(key),
+        ITERATIONS, quote(pki.ca) }, " ")
+    end },
 }
 
 local failed = false
@@ -104,6 +141,7 @@ local function run(v, srv, raw, cpu)
   local ns = {}
   for x in p:stdout():gmatch("cycle (%d+)") do ns[#ns + 1] = tonumber(x) end
   local err = p:stderr()
+  local cpu_ns = tonumber(p:stdout():match("cpu_ns (%d+)"))
   p:stop()
   if code ~= 0 or #ns ~= ITERATIONS then
     failed = true
@@ -123,6 +161,7 @@ local function run(v, srv, raw, cpu)
     rate = #ns / (total / 1e9),
     rt = rt / #ns,
     srv_us = srv_ns / 1000 / #ns,
+    cli_us = cpu_ns and cpu_ns / 1000 / #ns,
     conns = conns,
   }
 end
@@ -132,11 +171,16 @@ local function main()
   if not f then error("redislock/core.so not found: run `make` first (from the repo root)", 0) end
   f:close()
   lib.build_c(RAW_SRC, RAW_BIN)
-  local srv = helpers.start_redis()
+  -- one server for every row: the TLS ones on its --tls-port
+  pki = require("spec.support.tls").make()
+  local tls_port = helpers.free_port()
+  local srv = helpers.start_redis { args = { "--tls-port", tls_port, "--tls-cert-file", pki.server.cert,
+    "--tls-key-file", pki.server.key, "--tls-ca-cert-file", pki.ca, "--tls-auth-clients", "no" } }
+  srv.tls_port = tls_port
   local raw = assert(core.connect(url_fields.parse(srv.url)))
   local version = assert(raw:command("INFO", "server")):match("redis_version:([%w%.]+)")
-  printf("redis-server %s at %s; %d uncontended cycles (acquire + release) per variant\n",
-    version or "?", srv.url, ITERATIONS)
+  printf("redis-server %s at %s; %d uncontended cycles (acquire + release) per variant%s\n",
+    version or "?", srv.url, ITERATIONS, ROUNDS > 1 and (", best of " .. ROUNDS .. " rounds") or "")
   printf("load average before: %s (2 cores here: anything else running skews the numbers)\n\n", lib.loadavg())
   local _, pinned = helpers.sh("taskset -cp 0 " .. srv.pid .. " >/dev/null 2>&1")
   if pinned ~= 0 then error("taskset could not pin redis-server to CPU 0", 0) end
@@ -146,18 +190,23 @@ local function main()
   end
   for _, place in ipairs(placements) do
     place.results = {}
-    for _, v in ipairs(VARIANTS) do
-      local why = v.missing and v.missing()
-      place.results[#place.results + 1] = why and { name = v.name, skipped = why } or run(v, srv, raw, place.cpu)
+    for _ = 1, ROUNDS do
+      for i, v in ipairs(VARIANTS) do
+        local why = v.missing and v.missing()
+        if next(ONLY) and not ONLY[v.name] then why = "not asked for" end
+        local r = why and { name = v.name, skipped = why } or run(v, srv, raw, place.cpu)
+        local best = place.results[i]
+        if not best or (r.p50 and (not best.p50 or r.p50 < best.p50)) then place.results[i] = r end
+      end
     end
   end
   raw:close()
   srv:stop()
 
   for _, place in ipairs(placements) do
-    local fmt = "%-21s %9s %9s %10s %8s %14s\n"
+    local fmt = "%-21s %9s %9s %10s %8s %14s %14s\n"
     printf("%s\n", place.label)
-    printf(fmt, "variant", "p50 us", "p99 us", "cycles/s", "rt/cycle", "server us/cycle")
+    printf(fmt, "variant", "p50 us", "p99 us", "cycles/s", "rt/cycle", "client us/cycle", "server us/cycle")
     local base
     for _, r in ipairs(place.results) do
       if r.skipped then
@@ -167,13 +216,27 @@ local function main()
       else
         base = base or (r.name == "raw-hiredis" and r)
         printf(fmt, r.name, string.format("%.1f", r.p50), string.format("%.1f", r.p99),
-          string.format("%.0f", r.rate), string.format("%.2f", r.rt), string.format("%.1f", r.srv_us))
+          string.format("%.0f", r.rate), string.format("%.2f", r.rt),
+          r.cli_us and string.format("%.1f", r.cli_us) or "-", string.format("%.1f", r.srv_us))
       end
     end
     printf("ratios to raw-hiredis (p50: lower is better; cycles/s: higher is better)\n")
     for _, r in ipairs(place.results) do
       if r.p50 and base and r ~= base then
         printf("  %-21s p50 %s   cycles/s %s\n", r.name, lib.ratio(r.p50, base.p50), lib.ratio(r.rate, base.rate))
+      end
+    end
+    printf("TLS over plain (the TLS row / its plain row: p50, cycles/s, and client + server CPU per cycle)\n")
+    for i, v in ipairs(VARIANTS) do
+      local r = place.results[i]
+      local plain
+      for j, w in ipairs(VARIANTS) do
+        if w.name == v.plain then plain = place.results[j] end
+      end
+      if v.plain and r.p50 and plain and plain.p50 then
+        local cpu = r.cli_us and plain.cli_us and (r.cli_us + r.srv_us) / (plain.cli_us + plain.srv_us)
+        printf("  %-21s p50 %s (%+.1f us)   cycles/s %s   CPU %s\n", r.name, lib.ratio(r.p50, plain.p50),
+          r.p50 - plain.p50, lib.ratio(r.rate, plain.rate), cpu and string.format("%.2fx", cpu) or "-")
       end
     end
     printf("\n")

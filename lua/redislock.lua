@@ -47,6 +47,7 @@ local CONNECT_OPTIONS = {
   prefix = true, transport = true, strict = true, fence_ttl = true,
   sentinels = true, master = true, sentinel_username = true, sentinel_password = true,
   cluster = true, redlock = true, on_event = true, native_commands = true,
+  tls = true, sentinel_tls = true,
 }
 
 -- How a client talks to Redis: each returns a channel (redislock.channel).
@@ -57,7 +58,52 @@ local TRANSPORTS = {
 local ENDPOINT_FIELDS = {
   "host", "port", "path", "username", "password", "db", "sentinels", "master", "cluster", "redlock",
 }
-local MASTER_FIELDS = { host = true, port = true, path = true, username = true, password = true, db = true }
+local MASTER_FIELDS = { host = true, port = true, path = true, username = true, password = true, db = true,
+  tls = true }
+local TLS_FIELDS = { ca = true, cert = true, key = true, server_name = true, verify = true }
+
+-- A `tls` table (connect's, or a Redlock master's), checked; a copy.
+local function check_tls(argname, tls)
+  check_type("connect", argname, tls, "table")
+  local out = {}
+  for k, v in pairs(tls) do
+    if not TLS_FIELDS[k] then argerror("connect", argname, "unknown field '" .. tostring(k) .. "'") end
+    out[k] = v
+  end
+  for _, f in ipairs({ "ca", "cert", "key", "server_name" }) do
+    checks.check_string("connect", argname .. "." .. f, tls[f], true)
+  end
+  check_type("connect", argname .. ".verify", tls.verify, "boolean", true)
+  if (tls.cert == nil) ~= (tls.key == nil) then
+    argerror("connect", argname .. "." .. (tls.cert and "key" or "cert"),
+      "a client certificate needs both tls.cert and tls.key")
+  end
+  return out
+end
+
+-- The TLS settings of an endpoint: `url_tls` (the url said rediss://),
+-- `url_plain` (it said redis://) and the `tls` table given with it.
+-- rediss:// without a table: verified against the system's CA store.
+local function tls_of(argname, url_tls, url_plain, tls)
+  if tls ~= nil then tls = check_tls(argname, tls) end
+  if url_plain and tls then
+    argerror("connect", argname, "a redis:// url is plain TCP: rediss:// for TLS")
+  end
+  if url_tls then tls = tls or {} end
+  if tls and not core.tls then
+    checks.raise("rediss:// and tls need a build with TLS: this redislock.core was built without"
+      .. " (make TLS=no, or no OpenSSL headers)")
+  end
+  return tls
+end
+
+-- The warning a client gives for connections it does not verify.
+local function tls_warning(tls)
+  if tls and tls.verify == false then
+    return "tls.verify = false: the connection is encrypted but the server is not verified"
+      .. " (anyone on the path can pose as it)"
+  end
+end
 
 -- A list of "host:port" strings (sentinels, cluster seeds), checked.
 local function check_hosts(argname, list)
@@ -103,8 +149,10 @@ local function endpoint(opts)
     local ok, parsed = pcall(url.parse, opts.url)
     if not ok then checks.raise((tostring(parsed):gsub("^redislock: ", ""))) end
     cfg = parsed
+    cfg.tls = tls_of("tls", parsed.tls, not parsed.tls, opts.tls)
   else
     for _, f in ipairs(ENDPOINT_FIELDS) do cfg[f] = opts[f] end
+    cfg.tls = tls_of("tls", false, false, opts.tls)
   end
   checks.check_string("connect", "host", cfg.host, true)
   checks.check_string("connect", "path", cfg.path, true)
@@ -142,6 +190,16 @@ local function endpoint(opts)
     argerror("connect", "sentinel_password", "only with sentinels")
   end
   cfg.sentinel_username, cfg.sentinel_password = opts.sentinel_username, opts.sentinel_password
+  -- the sentinels over TLS as well (when there is TLS), unless false
+  check_type("connect", "sentinel_tls", opts.sentinel_tls, "boolean", true)
+  if opts.sentinel_tls ~= nil and (cfg.mode ~= "sentinel" or not cfg.tls) then
+    argerror("connect", "sentinel_tls", "only with sentinels and tls")
+  end
+  cfg.sentinel_tls = opts.sentinel_tls
+  if cfg.tls and cfg.path and cfg.tls.verify ~= false and not cfg.tls.server_name then
+    argerror("connect", "tls", "over a unix socket, tls.server_name names the certificate to expect"
+      .. " (or verify = false)")
+  end
   cfg.connect_timeout = opts.connect_timeout
   cfg.timeout = opts.timeout
   if cfg.connect_timeout ~= nil then
@@ -154,8 +212,11 @@ local function endpoint(opts)
   return cfg
 end
 
--- Redlock: each master a URL (redis:// or unix://) or a table of the
--- endpoint fields; the client is lua/redislock/redlock.lua's.
+-- Redlock: each master a URL (redis://, rediss:// or unix://) or a table of
+-- the endpoint fields; the client is lua/redislock/redlock.lua's. TLS per
+-- master: a rediss:// url, or its own tls= table; connect's tls is the
+-- table of the rediss:// ones and of tables without one (a redis:// url
+-- with it is refused, as at the top).
 local function redlock_connect(opts, settings, cfg)
   check_type("connect", "redlock", opts.redlock, "table")
   if #opts.redlock == 0 then argerror("connect", "redlock", "at least one master expected") end
@@ -169,13 +230,22 @@ local function redlock_connect(opts, settings, cfg)
       local ok, parsed = pcall(url.parse, m)
       if not ok then argerror("connect", where, (tostring(parsed):gsub("^redislock: ", ""))) end
       if parsed.sentinels or parsed.cluster then argerror("connect", where, "a single master's url expected") end
+      parsed.tls = tls_of(where, parsed.tls, not parsed.tls, opts.tls)
       m = parsed
     elseif type(m) == "table" then
       for k in pairs(m) do
         if not MASTER_FIELDS[k] then argerror("connect", where, "unknown field '" .. tostring(k) .. "'") end
       end
+      local copy = {}
+      for k, v in pairs(m) do copy[k] = v end
+      copy.tls = tls_of(where .. ".tls", false, false, m.tls == nil and opts.tls or m.tls)
+      m = copy
     else
       argerror("connect", where, "url or table expected, got " .. type(m))
+    end
+    if m.tls and m.path and m.tls.verify ~= false and not m.tls.server_name then
+      argerror("connect", where .. ".tls", "over a unix socket, tls.server_name names the certificate"
+        .. " to expect (or verify = false)")
     end
     checks.check_string("connect", where .. ".host", m.host, true)
     checks.check_string("connect", where .. ".path", m.path, true)
@@ -196,6 +266,13 @@ local function redlock_connect(opts, settings, cfg)
     client:close()
     return nil, err, "unsafe"
   end
+  for _, m in ipairs(masters) do
+    local w = tls_warning(m.tls)
+    if w then
+      warnings[#warnings + 1] = w
+      break
+    end
+  end
   client._warnings = warnings
   return client
 end
@@ -204,7 +281,9 @@ end
 -- syntax: client, err = redislock.connect{url=, host=, port=, path=, username=,
 --           password=, db=, connect_timeout=2, timeout=2, prefix="",
 --           transport="native", strict=false, fence_ttl=604800, on_event=nil,
---           native_commands=true}
+--           native_commands=true, tls=nil, sentinel_tls=true}
+-- tls = {ca=, cert=, key=, server_name=, verify=true}: TLS, as a rediss://
+-- url is (docs/tls.md).
 -- transport: "native" (the C core) or "cosocket" (inside nginx: calls yield
 -- to the event loop; see lua/redislock/cosocket.lua).
 function _M.connect(opts)
@@ -250,6 +329,7 @@ function _M.connect(opts)
     ch:close()
     return nil, err, "unsafe"
   end
+  warnings[#warnings + 1] = tls_warning(cfg.tls)
   settings.warnings = warnings
   return clientmod.new(ch, settings)
 end

@@ -410,6 +410,17 @@ local function redis_cmdline(srv)
   add("--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", srv.dir)
   if srv.path then
     add("--port", "0", "--unixsocket", srv.path, "--unixsocketperm", "700")
+  elseif opts.tls then
+    local t = opts.tls
+    if t.outbound_only then
+      add("--port", tostring(srv.port), "--bind", srv.host)
+    else
+      add("--port", "0", "--tls-port", tostring(srv.port), "--bind", srv.host)
+    end
+    add("--tls-cert-file", t.cert, "--tls-key-file", t.key, "--tls-ca-cert-file", t.ca,
+      "--tls-auth-clients", t.auth_clients and "yes" or "no")
+    if t.replication then add("--tls-replication", "yes") end
+    if t.cluster then add("--tls-cluster", "yes") end
   else
     add("--port", tostring(srv.port), "--bind", srv.host)
   end
@@ -442,6 +453,12 @@ local function cli_cmdline(srv, mode, ...)
     a[#a + 1] = "-s " .. quote(srv.path)
   else
     a[#a + 1] = "-h " .. quote(srv.host) .. " -p " .. srv.port
+  end
+  if srv.opts.tls and not srv.opts.tls.outbound_only then
+    -- (a check of the server, not of its certificate: --insecure)
+    local t = srv.opts.tls
+    a[#a + 1] = "--tls --insecure"
+    if t.client_cert then a[#a + 1] = "--cert " .. quote(t.client_cert) .. " --key " .. quote(t.client_key) end
   end
   if srv.password then a[#a + 1] = "-a " .. quote(srv.password) end
   a[#a + 1] = "--no-auth-warning " .. mode
@@ -581,6 +598,15 @@ end
 --   cluster = true   --cluster-enabled with <dir>/nodes.conf, a bus port of
 --                    its own (field bus_port) and --cluster-node-timeout
 --   cluster_node_timeout = ms   (default 2000)
+--   tls = {cert=, key=, ca=, auth_clients=, replication=, cluster=,
+--          client_cert=, client_key=}   TLS only: --port 0 --tls-port <port>
+--                    with those files (ca: --tls-ca-cert-file, the CA of
+--                    client certificates; auth_clients: --tls-auth-clients
+--                    yes; replication, cluster: --tls-replication yes,
+--                    --tls-cluster yes); cli() connects with --tls, the
+--                    client certificate if given; url is rediss://.
+--                    outbound_only = true: it listens in plain TCP, and
+--                    only its own links (replication = true) are TLS
 -- Fields: host, port, path, url, pid, dir, log, password, guard_pid, bin,
 -- config_file, bus_port (cluster).
 function M.start_redis(opts)
@@ -617,7 +643,8 @@ function M.start_redis(opts)
   end
   if not opts.unix then
     local h = opts.ipv6 and "[::1]" or srv.host
-    srv.url = ("redis://%s:%d"):format(h, srv.port)
+    local tls = opts.tls and not opts.tls.outbound_only
+    srv.url = ("%s://%s:%d"):format(tls and "rediss" or "redis", h, srv.port)
   end
   return srv
 end

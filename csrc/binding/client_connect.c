@@ -80,8 +80,47 @@ static int client_opt_seeds(lua_State *L, int t, const char *key, const char **o
     return n;
 }
 
+/* The TLS settings of the table field `key` of the table at t (connect's
+ * `tls`, or a Redlock master's): NULL when absent; raises when a field is
+ * wrong, a file cannot be used, or this build has no TLS. Every field is
+ * read before anything is made, so nothing leaks when one raises. unix:
+ * the endpoint is a unix socket (no host name to check). */
+static tls_ctx *client_opt_tls(lua_State *L, int t, const char *key, int unix) {
+    tls_opts o;
+    tls_ctx *x;
+    char err[CONN_ERRSTR_LEN];
+    int top = lua_gettop(L), tt;
+    lua_getfield(L, t, key);
+    if (lua_isnil(L, -1)) {
+        lua_settop(L, top);
+        return NULL;
+    }
+    if (lua_type(L, -1) != LUA_TTABLE)
+        luaL_error(L, "bad config field '%s' (table expected, got %s)", key, luaL_typename(L, -1));
+    tt = lua_gettop(L);
+    memset(&o, 0, sizeof o);
+    o.ca = client_opt_string(L, tt, "ca");
+    o.cert = client_opt_string(L, tt, "cert");
+    o.key = client_opt_string(L, tt, "key");
+    o.server_name = client_opt_string(L, tt, "server_name");
+    lua_getfield(L, tt, "verify");
+    if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TBOOLEAN)
+        luaL_error(L, "bad config field '%s.verify' (boolean expected, got %s)", key, luaL_typename(L, -1));
+    o.verify = lua_isnil(L, -1) || lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (o.server_name && o.server_name[0] == '\0')
+        luaL_error(L, "bad config field '%s.server_name' (non-empty string expected)", key);
+    if (unix && o.verify && o.server_name == NULL)
+        luaL_error(L, "bad config field '%s' (over a unix socket, tls.server_name names the certificate"
+                   " to expect; or verify = false)", key);
+    x = tls_ctx_new(&o, err, sizeof err);
+    lua_settop(L, top);
+    if (x == NULL) luaL_error(L, "bad config field '%s' (%s)", key, err);
+    return x;
+}
+
 /* Redlock: the masters of config field `nodes`, each a table of host=,
- * port=, path=, username=, password=, db=, added to t. Returns how many. */
+ * port=, path=, username=, password=, db=, tls=, added to t. Returns how many. */
 static int client_opt_nodes(lua_State *L, int idx, topo *t) {
     int i, n = 0;
     lua_getfield(L, idx, "nodes");
@@ -105,7 +144,14 @@ static int client_opt_nodes(lua_State *L, int idx, topo *t) {
         node.port = (int)client_opt_number(L, top, "port", 6379, 1, 65535);
         node.db = (int)client_opt_number(L, top, "db", 0, 0, 1 << 20);
         if (node.host == NULL && node.path == NULL) node.host = (char *)"127.0.0.1";
-        if (topo_add_seed(t, &node) != 0) luaL_error(L, "out of memory");
+        {
+            /* (made last, released at once: topo_add_seed keeps its own) */
+            int rc;
+            node.tls = client_opt_tls(L, top, "tls", node.path != NULL);
+            rc = topo_add_seed(t, &node);
+            tls_ctx_release(node.tls);
+            if (rc != 0) luaL_error(L, "out of memory");
+        }
         lua_settop(L, top - 1);   /* the strings were copied */
         n++;
     }
@@ -116,7 +162,8 @@ static int client_opt_nodes(lua_State *L, int idx, topo *t) {
 /* core.connect{host=, port=, path=, username=, password=, db=,
  *              connect_timeout=, timeout=, lazy=, probe=, native_commands=,
  *              mode = "single" | "sentinel" | "cluster", seeds = {...},
- *              master=, sentinel_username=, sentinel_password=}
+ *              master=, sentinel_username=, sentinel_password=,
+ *              tls = {ca=, cert=, key=, server_name=, verify=}, sentinel_tls=}
  *   -> client | nil, err, kind
  * Timeouts are in seconds. Loads the topology and connects and checks a
  * node (AUTH, SELECT, PING) at once, all within connect_timeout, so that a
@@ -127,13 +174,15 @@ static int client_opt_nodes(lua_State *L, int idx, topo *t) {
  * (native_cmd.h), on any of the client's connections; native_assume = bits
  * (tests only) claims those NATIVE_* features on every connection, to
  * drive the fallback paths on a server that lacks them. seeds: the
- * sentinels, or the cluster's seed nodes, as "host:port". */
+ * sentinels, or the cluster's seed nodes, as "host:port". tls: every
+ * connection over TLS (tls.h), the sentinels' too unless sentinel_tls =
+ * false; a Redlock master's own tls= table is its own (none: plain). */
 int client_global_connect(lua_State *L) {
     conn_config cfg;
     client_ud *u;
     const char *seeds[CLIENT_MAX_SEEDS], *mode_name, *master, *suser, *spass;
     char err[CONN_ERRSTR_LEN];
-    int lazy, probe, mode, nseeds;
+    int lazy, probe, mode, nseeds, sentinel_tls;
     luaL_checktype(L, 1, LUA_TTABLE);
     memset(&cfg, 0, sizeof cfg);
     cfg.host = (char *)client_opt_string(L, 1, "host");
@@ -177,10 +226,20 @@ int client_global_connect(lua_State *L) {
     cfg.no_native = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
     lua_pop(L, 1);
     cfg.native_assume = (unsigned)client_opt_number(L, 1, "native_assume", 0, 0, 31);   /* tests */
+    lua_getfield(L, 1, "sentinel_tls");   /* false: the sentinels in plain TCP */
+    if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TBOOLEAN)
+        luaL_error(L, "bad config field 'sentinel_tls' (boolean expected, got %s)", luaL_typename(L, -1));
+    sentinel_tls = lua_isnil(L, -1) || lua_toboolean(L, -1);
+    lua_pop(L, 1);
 
     /* Closed-state userdata first: if anything below raises, __gc is safe. */
     u = client_push_closed(L);
+    /* the last of what may raise: the context is released on every path
+     * below (Redlock: each master's own, read with it) */
+    cfg.tls = mode == TOPO_REDLOCK ? NULL : client_opt_tls(L, 1, "tls", cfg.path != NULL);
     u->t = topo_new(mode, &cfg, seeds, nseeds, master, suser, spass, err, sizeof err);
+    if (u->t && sentinel_tls) topo_set_sentinel_tls(u->t, cfg.tls);
+    tls_ctx_release(cfg.tls);   /* (the topology has its own) */
     if (u->t == NULL) return luaL_error(L, "bad config field 'seeds' (%s)", err);
     if (mode == TOPO_REDLOCK && client_opt_nodes(L, 1, u->t) < 1)
         return luaL_error(L, "bad config field 'nodes' (at least one master expected)");

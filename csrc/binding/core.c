@@ -23,6 +23,7 @@
 #include "recovery.h"
 #include "script.h"
 #include "slot.h"
+#include "tls.h"
 #include "token.h"
 #include "wd_ids.h"
 
@@ -213,5 +214,9 @@ int luaopen_redislock_core(lua_State *L) {
     lua_setfield(L, -2, "_VERSION");
     lua_pushinteger(L, HIREDIS_MAJOR * 10000 + HIREDIS_MINOR * 100 + HIREDIS_PATCH);
     lua_setfield(L, -2, "hiredis_version");
+    lua_pushboolean(L, tls_built());                /* core.tls: TLS in this build */
+    lua_setfield(L, -2, "tls");
+    lua_pushstring(L, tls_library());               /* "OpenSSL 3.0.19 ..." or "none" */
+    lua_setfield(L, -2, "tls_library");
     return 1;
 }

@@ -15,6 +15,7 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,7 @@ static char *conn_strdup(const char *s) {
 
 int conn_config_copy(conn_config *dst, const conn_config *src) {
     *dst = *src;
+    tls_ctx_retain(dst->tls);
     dst->host = conn_strdup(src->host);
     dst->path = conn_strdup(src->path);
     dst->username = conn_strdup(src->username);
@@ -54,6 +56,7 @@ void conn_config_free(conn_config *cfg) {
     free(cfg->host);
     free(cfg->path);
     free(cfg->username);
+    tls_ctx_release(cfg->tls);
     memset(cfg, 0, sizeof *cfg);
 }
 
@@ -113,6 +116,9 @@ void conn_drop(conn *c) {
     c->fd = -1;
     c->recv_fd = -1;
     c->connecting = 0;
+    tls_sess_free(c->tls);
+    c->tls = NULL;
+    c->tls_hs = 0;
     if (c->reader) redisReaderFree(c->reader);
     c->reader = NULL;
     c->reader_holds = 0;
@@ -133,7 +139,7 @@ void conn_fail(conn *c, int err, const char *what, const char *why) {
     char where[160];
     conn_describe(c, where, sizeof where);
     c->err = err;
-    snprintf(c->errstr, sizeof c->errstr, "connection %.6s: %.80s (%.80s)", what, why, where);
+    snprintf(c->errstr, sizeof c->errstr, "connection %.6s: %.116s (%.60s)", what, why, where);
     conn_drop(c);
 }
 
@@ -145,10 +151,15 @@ void conn_fail_errno(conn *c, const char *what, int e) {
 }
 
 void conn_fail_with(conn *c, int err, const char *what) {
-    conn_fail(c, err, what, err == CONN_ETIMEOUT ? "timed out" : "failed");
+    /* (a TLS handshake not a byte of which came back: likely not TLS there) */
+    conn_fail(c, err, what, err != CONN_ETIMEOUT ? "failed" :
+              c->tls_hs == 1 ? "tls handshake timed out: no answer (not a TLS port?)" :
+              c->tls_hs ? "tls handshake timed out" : "timed out");
 }
 
 /* ---- non-blocking steps ----------------------------------------------------- */
+
+static int conn_tls_flush(conn *c);   /* (below, with the rest of TLS) */
 
 int conn_begin(conn *c) {
     conn_drop(c);
@@ -159,6 +170,15 @@ int conn_begin(conn *c) {
     if (c->reader == NULL || conn_queue_handshake(c) != 0) {
         conn_fail(c, CONN_ENOMEM, "failed", "out of memory");
         return -1;
+    }
+    if (c->cfg.tls) {
+        char err[TLS_ERR_LEN];
+        c->tls = tls_sess_new(c->cfg.tls, c->cfg.host, err, sizeof err);
+        if (c->tls == NULL) {
+            conn_fail(c, strcmp(err, "out of memory") == 0 ? CONN_ENOMEM : CONN_ECONNECT, "failed", err);
+            return -1;
+        }
+        c->tls_hs = 1;
     }
     return 0;
 }
@@ -183,19 +203,149 @@ int conn_start(conn *c) {
         return -1;
     }
     c->connecting = in_progress;
+    /* (connected at once: the ClientHello goes now, so that a poll for the
+     * server's answer has something to wait for) */
+    if (!in_progress && c->tls && conn_tls_flush(c) < 0) return -1;
     return in_progress;
 }
 
 int conn_connect_done(conn *c) {
     if (sock_connected(c->fd) == 0) {
         c->connecting = 0;
+        if (c->tls && conn_tls_flush(c) < 0) return -1;   /* (as in conn_start) */
         return 0;
     }
     conn_fail_errno(c, "failed", errno);
     return -1;
 }
 
+/* ---- TLS ------------------------------------------------------------------- */
+
+/* The session is a transform between the socket and out/conn_got: what it
+ * has to send goes out from here, what comes in is fed to it, and what it
+ * decrypts goes where plain bytes go. */
+
+/* The session failed: its reason, kept before conn_fail frees it. A
+ * failure before the handshake is done (TLS's or Redis') is "failed". */
+static void conn_tls_fail(conn *c) {
+    char why[TLS_ERR_LEN];
+    snprintf(why, sizeof why, "%s", tls_sess_error(c->tls));
+    conn_fail(c, strcmp(why, "out of memory") == 0 ? CONN_ENOMEM :
+              strcmp(why, "closed by server") == 0 ? CONN_ELOST : CONN_ECONNECT,
+              c->tls_hs || c->hs_next < c->hs_n ? "failed" : "lost", why);
+}
+
+/* Sends what the session has waiting, without blocking: 1 all of it, 0
+ * some is left (the socket is full), -1 failed. */
+static int conn_tls_send(conn *c) {
+    for (;;) {
+        const char *p;
+        size_t n = tls_sess_out(c->tls, &p);
+        ssize_t k;
+        if (n == 0) return 1;
+        k = sock_send(c->fd, p, n);
+        if (k < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+            conn_fail_errno(c, c->tls_hs || c->hs_next < c->hs_n ? "failed" : "lost", errno);
+            return -1;
+        }
+        tls_sess_out_sent(c->tls, (size_t)k);
+    }
+}
+
+/* Moves the session on: the handshake if it is under way, then the
+ * requests queued (encrypted: from then on they count as sent), then the
+ * ciphertext to the socket. Same answers as conn_flush_some. */
+static int conn_tls_flush(conn *c) {
+    int r;
+    if (c->tls_hs) {
+        r = tls_sess_handshake(c->tls);
+        if (r < 0) {
+            conn_tls_fail(c);
+            return -1;
+        }
+        if (r == 1) c->tls_hs = 0;
+    }
+    if (!c->tls_hs && c->out_off < c->out.len) {
+        size_t n = c->out.len - c->out_off;
+        if (tls_sess_write(c->tls, c->out.p + c->out_off, n) != 0) {
+            conn_tls_fail(c);
+            return -1;
+        }
+        c->sent_total += (uint64_t)n;
+        c->out.len = c->out_off = 0;
+    }
+    r = conn_tls_send(c);
+    if (r <= 0) return r;
+    return c->tls_hs ? 0 : 1;
+}
+
+/* n bytes received (in buf) for the session: fed to it (borrowed: what
+ * it did not take is kept before buf goes), then whatever it can decrypt
+ * goes to conn_got. 1, or -1 failed. */
+static int conn_tls_got(conn *c, const char *buf, size_t n) {
+    char plain[CONN_RECV_CHUNK];
+    if (tls_sess_feed(c->tls, buf, n) != 0) {
+        conn_tls_fail(c);
+        return -1;
+    }
+    if (c->tls_hs) {
+        c->tls_hs = 2;   /* the server answers */
+        /* its next flight may be ready to go, and the requests behind it */
+        if (conn_tls_flush(c) < 0) return -1;
+    }
+    while (!c->tls_hs) {
+        ssize_t k = tls_sess_read(c->tls, plain, sizeof plain);
+        if (k == 0) break;
+        if (k < 0) {
+            conn_tls_fail(c);
+            return -1;
+        }
+        if (conn_got(c, plain, k) < 0) return -1;
+        if (tls_sess_drained(c->tls)) break;   /* (a read that would find nothing) */
+    }
+    if (tls_sess_keep_rest(c->tls) != 0) {
+        conn_tls_fail(c);
+        return -1;
+    }
+    /* (anything the session answers by itself: rare, sent if it fits) */
+    if (tls_sess_pending(c->tls) > 0 && conn_tls_send(c) < 0) return -1;
+    return 1;
+}
+
+int conn_got_raw(conn *c, char *buf, size_t cap, ssize_t n) {
+    (void)cap;
+    if (c->tls == NULL) return conn_got(c, buf, n);
+    if (n > 0) return conn_tls_got(c, buf, (size_t)n);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+    if (c->tls_hs && (n == 0 || errno == ECONNRESET))
+        conn_fail(c, CONN_ECONNECT, "failed", n == 0 ? "tls: handshake refused: closed by the server"
+                                                     : "tls: handshake refused: reset by the server");
+    else if (n == 0)
+        conn_fail(c, CONN_ELOST, c->hs_next < c->hs_n ? "failed" : "lost", "closed by server");
+    else
+        conn_fail_errno(c, c->tls_hs || c->hs_next < c->hs_n ? "failed" : "lost", errno);
+    return -1;
+}
+
+short conn_poll_events(const conn *c) {
+    if (c->fd < 0) return 0;
+    if (c->connecting) return POLLOUT;
+    if (c->tls && tls_sess_pending(c->tls) > 0) return POLLIN | POLLOUT;
+    if (c->tls_hs) return POLLIN;
+    return (short)(POLLIN | (c->out_off < c->out.len ? POLLOUT : 0));
+}
+
+int conn_connecting(const conn *c) {
+    return c->fd >= 0 && (c->connecting || c->tls_hs);
+}
+
+int conn_wants_write(const conn *c) {
+    return c->out_off < c->out.len || (c->tls && tls_sess_pending(c->tls) > 0);
+}
+
 int conn_flush_some(conn *c) {
+    if (c->tls) return conn_tls_flush(c);
     while (c->out_off < c->out.len) {
         ssize_t n = sock_send(c->fd, c->out.p + c->out_off, c->out.len - c->out_off);
         if (n < 0) {
@@ -284,7 +434,7 @@ int conn_got(conn *c, const char *buf, ssize_t n) {
 
 int conn_fill(conn *c) {
     char buf[CONN_RECV_CHUNK];
-    return conn_got(c, buf, sock_recv(c->fd, buf, sizeof buf));
+    return conn_got_raw(c, buf, sizeof buf, sock_recv(c->fd, buf, sizeof buf));
 }
 
 int conn_reply(conn *c, redisReply **out) {

@@ -16,7 +16,14 @@
  *
  * Not thread-safe: one conn per thread. After fork() the child closes every
  * inherited conn's socket at once (pthread_atfork), so a child never speaks
- * on its parent's connection and never closes an fd that is no longer ours.
+ * on its parent's connection and never closes an fd that is no longer ours;
+ * it leaves an inherited TLS session untouched (conn_fork.c says why).
+ *
+ * TLS (cfg.tls) lives in the same steps: the handshake runs on the same
+ * non-blocking socket and in the same poll loops (conn_poll_events says
+ * what to wait for), within connect_timeout like the rest of connecting;
+ * requests are encrypted as they are sent and replies decrypted as they
+ * come, so every deadline means what it means without TLS.
  */
 #ifndef REDISLOCK_CONN_H
 #define REDISLOCK_CONN_H
@@ -29,6 +36,7 @@
 #include "counters.h"
 #include "resp.h"
 #include "sock.h"
+#include "tls.h"
 
 #define CONN_ERRSTR_LEN 200
 #define CONN_HOOK_KEY_MAX 32
@@ -64,6 +72,8 @@ typedef struct conn_config {
     int db;                  /* SELECT after connect when > 0 */
     long connect_timeout_ms; /* resolve + connect + handshake, in total */
     long timeout_ms;         /* one command, send to whole reply; 0: none */
+    tls_ctx *tls;            /* TLS settings (tls.h; a reference of its own in
+                                every copy), or NULL: plain TCP */
     int no_native;           /* never detect nor use native compare commands */
     unsigned native_assume;  /* tests only: NATIVE_* bits claimed after every
                                 detection, as if the node had said so (the
@@ -85,6 +95,10 @@ typedef struct conn {
     unsigned addrs_gen;      /* grows each time addrs is set anew */
     int fd;                  /* -1 while disconnected */
     int connecting;          /* non-blocking connect under way (conn_start) */
+    tls_sess *tls;           /* the socket's TLS session, or NULL (plain) */
+    int tls_hs;              /* its handshake is under way (1; 2 once the
+                                server's first bytes came): requests wait
+                                in out, unencrypted, until it is done */
     int addr_i;              /* the address being tried */
     pid_t pid;               /* the process that opened fd */
     redisReader *reader;     /* replies that are not simple (reply_fast.h) */
@@ -200,7 +214,8 @@ void conn_set_timeouts(conn *c, long connect_ms, long command_ms);
  * connected; -1: failed (errstr). Never resolves a name: set addrs. */
 int conn_start(conn *c);
 int conn_connect_done(conn *c);
-/* Sends what is queued without blocking: 1 all sent, 0 more to send, -1 failed. */
+/* Sends what is queued without blocking: 1 all sent, 0 more to send (or,
+ * over TLS, a handshake still under way), -1 failed. */
 int conn_flush_some(conn *c);
 /* Reads what the kernel has without blocking: 1 read some, 0 nothing yet, -1 failed. */
 int conn_fill(conn *c);
@@ -217,6 +232,13 @@ int conn_reply_int(conn *c, long long *v);
 /* Removes the queued bytes [from, to) (stream offsets, see queued_total)
  * if none of them was sent yet: 0 removed, -1 already (partly) sent. */
 int conn_unqueue(conn *c, uint64_t from, uint64_t to);
+/* What to poll c's fd for now: POLLOUT while connecting or while there
+ * is something to send; POLLIN otherwise too (and alone while a TLS
+ * handshake waits for the server). 0 when closed. */
+short conn_poll_events(const conn *c);
+/* Connecting: the TCP connect or the TLS handshake is under way (both
+ * count against connect_timeout). */
+int conn_connecting(const conn *c);
 /* Records a failure found by the caller (e.g. a timeout) and closes. */
 void conn_fail_with(conn *c, int err, const char *what);
 

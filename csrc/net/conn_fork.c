@@ -21,7 +21,15 @@ static void conn_fork_parent(void) { pthread_mutex_unlock(&conn_reg_mu); }
 /* In the child: the sockets are the parent's connections. Speaking on them
  * would interleave bytes with the parent; closing them later, at first use,
  * could close an fd the child has reused by then. So close them now (close
- * is async-signal-safe) and leave the rest of the cleanup to the next use. */
+ * is async-signal-safe) and leave the rest of the cleanup to the next use.
+ *
+ * A TLS session is abandoned, never freed nor shut down: it is the
+ * parent's session (its keys, its sequence numbers), and another thread of
+ * the parent (the watchdog's, a Sentinel follower's) may have been inside
+ * OpenSSL with it at the fork, leaving the child's copy half-changed and
+ * any lock OpenSSL held then held forever here. Its memory is the child's
+ * copy-on-write image of the parent's, untouched from now on: the child's
+ * next use makes a session of its own. */
 static void conn_fork_child(void) {
     conn *c;
     for (c = conn_reg_head; c; c = c->reg_next) {
@@ -29,6 +37,8 @@ static void conn_fork_child(void) {
         c->fd = -1;
         c->recv_fd = -1;
         c->connecting = 0;
+        c->tls = NULL;
+        c->tls_hs = 0;
     }
     pthread_mutex_unlock(&conn_reg_mu);
 }

@@ -23,7 +23,16 @@ void conn_fail_errno(conn *c, const char *what, int e);
  * 1 bytes taken, 0 none yet, -1 failed (c's error set). */
 int conn_got(conn *c, const char *buf, ssize_t n);
 
-/* Closes what was, and queues a fresh handshake: 0, or -1 (c's error set). */
+/* conn_got for n bytes (or -1 with errno) straight from the socket into
+ * buf (cap bytes): over TLS they are fed to the session, and what it
+ * decrypts, in buf again, goes to conn_got. Same answers. */
+int conn_got_raw(conn *c, char *buf, size_t cap, ssize_t n);
+
+/* There is something to send: requests, or TLS's own bytes. */
+int conn_wants_write(const conn *c);
+
+/* Closes what was, and queues a fresh handshake (and makes the TLS
+ * session, when c has TLS): 0, or -1 (c's error set). */
 int conn_begin(conn *c);
 
 /* Appends one request to the output buffer: 0, or -1 (out of memory). */

@@ -24,20 +24,24 @@ int64_t conn_deadline(const conn *c) {
     return deadline_in_ms(c->cfg.timeout_ms);
 }
 
-/* Sends everything queued before deadline. */
+/* Sends everything queued before deadline. Over TLS that includes the
+ * handshake, if it is under way: its replies are read here too (the poll
+ * waits for what conn_poll_events says), so a connect's handshake and its
+ * requests share the one deadline however the server trickles them. */
 static int conn_flush(conn *c, int64_t deadline, const char *what) {
     for (;;) {
         int r = conn_flush_some(c);
         if (r != 0) return r == 1 ? 0 : -1;
-        r = sock_wait(c->fd, POLLOUT, deadline);
+        r = sock_poll(c->fd, c->tls ? conn_poll_events(c) : POLLOUT, deadline);
         if (r == 0) {
-            conn_fail(c, CONN_ETIMEOUT, what, "timed out");
+            conn_fail_with(c, CONN_ETIMEOUT, what);
             return -1;
         }
         if (r < 0) {
             conn_fail_errno(c, what, errno);
             return -1;
         }
+        if (c->tls && (r & (POLLIN | POLLERR | POLLHUP)) && conn_fill(c) < 0) return -1;
     }
 }
 
@@ -93,7 +97,7 @@ static int conn_fill_wait(conn *c, int64_t deadline) {
         if (sock_set_recv_timeout(c->fd, want) != 0) return 0;
         c->recv_timeo_ms = want;
     }
-    return conn_got(c, buf, sock_recv_block(c->fd, buf, sizeof buf));
+    return conn_got_raw(c, buf, sizeof buf, sock_recv_block(c->fd, buf, sizeof buf));
 }
 
 /* Reads the next reply before deadline. */
@@ -159,7 +163,7 @@ static int conn_closed_while_idle(conn *c) {
     struct pollfd p;
     char b;
     ssize_t n;
-    if (c->skip > 0 || c->out_off < c->out.len || c->fast_off < c->fast.len || c->reader_holds)
+    if (c->skip > 0 || conn_wants_write(c) || c->fast_off < c->fast.len || c->reader_holds)
         return 0;
     p.fd = c->fd;
     p.events = POLLIN;
@@ -170,7 +174,7 @@ static int conn_closed_while_idle(conn *c) {
 }
 
 void conn_check_idle(conn *c) {
-    if (c->fd >= 0 && !c->connecting && c->hs_next >= c->hs_n && c->pid == proc_id() &&
+    if (c->fd >= 0 && !conn_connecting(c) && c->hs_next >= c->hs_n && c->pid == proc_id() &&
         monotime_us() - c->last_reply_us >= CONN_IDLE_CHECK_US && conn_closed_while_idle(c))
         conn_drop(c);
 }
@@ -178,7 +182,7 @@ void conn_check_idle(conn *c) {
 int conn_ensure(conn *c) {
     int64_t deadline;
     if (c->fd >= 0 && c->pid != proc_id()) conn_drop(c);
-    if (c->fd >= 0 && !c->connecting && c->hs_next >= c->hs_n) return 0;
+    if (c->fd >= 0 && !conn_connecting(c) && c->hs_next >= c->hs_n) return 0;
     deadline = deadline_in_ms(c->cfg.connect_timeout_ms);
     if (conn_resolve(c, deadline) != 0) return -1;
     if (c->addrs.n == 0) {
@@ -221,7 +225,7 @@ int conn_ensure(conn *c) {
 
 redisReply *conn_read(conn *c, int64_t deadline) {
     if (c->fd < 0) return NULL;
-    if (c->out_off < c->out.len && conn_flush(c, deadline, "lost") != 0) return NULL;
+    if (conn_wants_write(c) && conn_flush(c, deadline, "lost") != 0) return NULL;
     return conn_wait_reply(c, deadline, "lost");
 }
 

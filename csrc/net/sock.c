@@ -104,6 +104,11 @@ int sock_connected(int fd) {
 }
 
 int sock_wait(int fd, short events, int64_t deadline) {
+    int r = sock_poll(fd, events, deadline);
+    return r > 0 ? 1 : r;
+}
+
+int sock_poll(int fd, short events, int64_t deadline) {
     struct pollfd p;
     int r;
     p.fd = fd;
@@ -111,7 +116,7 @@ int sock_wait(int fd, short events, int64_t deadline) {
     for (;;) {
         p.revents = 0;
         r = poll(&p, 1, deadline_poll_ms(deadline));
-        if (r > 0) return 1;
+        if (r > 0) return p.revents;
         if (r == 0) {
             /* poll may return a hair early on a coarse clock: go again */
             if (deadline_passed(deadline)) return 0;

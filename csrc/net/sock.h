@@ -67,6 +67,8 @@ ssize_t sock_recv_block(int fd, void *buf, size_t len);
 
 /* Polls fd for events until deadline: 1 ready, 0 deadline passed, -1 error. */
 int sock_wait(int fd, short events, int64_t deadline);
+/* The same, with what came: the revents (> 0), 0 deadline passed, -1 error. */
+int sock_poll(int fd, short events, int64_t deadline);
 
 /* "127.0.0.1:6379", "[::1]:6379" or the unix path, for messages. */
 void sock_describe(const sock_addrs *a, int i, char *buf, size_t len);

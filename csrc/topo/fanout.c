@@ -199,8 +199,7 @@ int fanout_script(router *r, const script_def *s, int nargs, const char **args, 
             conn *c = nodes[i].c;
             if (out[i].done) continue;
             pfd[np].fd = c->fd;
-            pfd[np].events = nodes[i].state == FO_CONNECTING ? POLLOUT :
-                (short)(POLLIN | (c->out_off < c->out.len ? POLLOUT : 0));
+            pfd[np].events = conn_poll_events(c);   /* (POLLOUT while connecting) */
             pfd[np].revents = 0;
             map[np++] = i;
         }

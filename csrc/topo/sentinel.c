@@ -63,10 +63,10 @@ static void sentinel_done(conn *c, conn **slot) {
     if (slot == NULL) conn_free(c);
 }
 
-/* A blocking conn to node n with the given credentials, budgeted to end by
- * deadline (and by max_ms from now): the one in *slot when there is one (a
+/* A blocking conn to node n with the given credentials and TLS settings,
+ * budgeted to end by deadline (and by max_ms from now): the one in *slot when there is one (a
  * pool's), else a new one (kept in *slot when slot is given). NULL with err. */
-static conn *sentinel_conn(topo_node *n, const char *user, const char *pass, int may_resolve,
+static conn *sentinel_conn(topo_node *n, const char *user, const char *pass, tls_ctx *tls, int may_resolve,
                            int64_t deadline, long max_ms, conn **slot, char *err, size_t errlen) {
     conn_config cfg;
     conn *c;
@@ -85,6 +85,7 @@ static conn *sentinel_conn(topo_node *n, const char *user, const char *pass, int
     cfg.port = n->port;
     cfg.username = (char *)user;
     cfg.password = (char *)pass;
+    cfg.tls = tls;
     cfg.connect_timeout_ms = left_ms;
     cfg.timeout_ms = left_ms;
     c = conn_new(&cfg);
@@ -118,7 +119,8 @@ static int sentinel_confirm(const topo *t, sentinel_pool *pool, topo_node *maste
         }
         if (pool) slot = &pool->role;
     }
-    c = sentinel_conn(master, t->cfg.username, t->cfg.password, may_resolve, deadline, sentinel_try_ms(t), slot,
+    c = sentinel_conn(master, t->cfg.username, t->cfg.password, t->cfg.tls, may_resolve, deadline,
+                      sentinel_try_ms(t), slot,
                       err, errlen);
     if (c == NULL) return -1;
     r = conn_command(c, 1, argv, lens);
@@ -192,7 +194,7 @@ static int sentinel_ask(const topo *t, topo_node *s, int may_resolve, int64_t de
     size_t lens[3] = {8, 6, strlen(t->master)};
     redisReply *r;
     int rc;
-    conn *c = sentinel_conn(s, t->sentinel_user, t->sentinel_pass, may_resolve, deadline,
+    conn *c = sentinel_conn(s, t->sentinel_user, t->sentinel_pass, t->sentinel_tls, may_resolve, deadline,
                             sentinel_try_ms(t), slot, err, errlen);
     if (c == NULL) return ASK_UNREACHABLE;
     memset(v, 0, sizeof *v);

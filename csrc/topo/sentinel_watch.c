@@ -62,6 +62,7 @@ static void sw_subscribe_one(sentinel_watch *sw, int i, int64_t now) {
         cfg.port = s.port;
         cfg.username = t->sentinel_user;
         cfg.password = t->sentinel_pass;
+        cfg.tls = t->sentinel_tls;
         cfg.connect_timeout_ms = SW_SUB_TRY_MS;
         cfg.timeout_ms = SW_SUB_TRY_MS;
         c = conn_new(&cfg);

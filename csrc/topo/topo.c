@@ -26,6 +26,7 @@ void topo_node_clear(topo_node *n) {
         explicit_bzero(n->password, strlen(n->password));
         free(n->password);
     }
+    tls_ctx_release(n->tls);
     memset(n, 0, sizeof *n);
 }
 
@@ -35,6 +36,7 @@ int topo_node_dup(topo_node *dst, const topo_node *src) {
     dst->path = src->path ? strdup(src->path) : NULL;
     dst->username = src->username ? strdup(src->username) : NULL;
     dst->password = src->password ? strdup(src->password) : NULL;
+    tls_ctx_retain(dst->tls);
     if ((src->host && !dst->host) || (src->path && !dst->path) ||
         (src->username && !dst->username) || (src->password && !dst->password)) {
         topo_node_clear(dst);
@@ -52,6 +54,7 @@ void topo_node_config(const topo *t, const topo_node *n, conn_config *out) {
         out->username = n->username;
         out->password = n->password;
         out->db = n->db;
+        out->tls = n->tls;
     }
     if (t->mode == TOPO_CLUSTER) out->db = 0;
 }
@@ -369,6 +372,12 @@ nomem:
     return NULL;
 }
 
+void topo_set_sentinel_tls(topo *t, tls_ctx *x) {
+    tls_ctx_retain(x);
+    tls_ctx_release(t->sentinel_tls);
+    t->sentinel_tls = x;
+}
+
 void topo_retain(topo *t) {
     pthread_mutex_lock(&t->mu);
     t->refs++;
@@ -391,6 +400,7 @@ void topo_release(topo *t) {
         free(t->sentinel_pass);
     }
     free(t->sentinel_user);
+    tls_ctx_release(t->sentinel_tls);
     conn_config_free(&t->cfg);
     pthread_mutex_destroy(&t->mu);
     free(t);

@@ -37,10 +37,11 @@ typedef struct topo_node {
     int port;
     char *path;             /* unix socket, or NULL */
     sock_addrs addrs;       /* resolved (n == 0: not yet) */
-    int own_auth;           /* redlock: username, password and db below
-                               are this node's, not the topology's */
+    int own_auth;           /* redlock: username, password, db and tls
+                               below are this node's, not the topology's */
     char *username, *password;
     int db;
+    tls_ctx *tls;           /* (own_auth) its TLS settings, or NULL: plain */
 } topo_node;
 
 typedef struct topo_snap {
@@ -65,6 +66,7 @@ typedef struct topo {
     int nseeds;
     char *master;           /* sentinel: the master's name */
     char *sentinel_user, *sentinel_pass;
+    tls_ctx *sentinel_tls;  /* how the sentinels are reached (NULL: plain) */
     uint64_t refreshes;     /* topology changes published */
     uint64_t refresh_failures;
     int refs;
@@ -88,6 +90,8 @@ typedef struct topo {
 topo *topo_new(int mode, const conn_config *cfg, const char *const *seeds, int nseeds,
                const char *master, const char *sentinel_user, const char *sentinel_pass,
                char *err, size_t errlen);
+/* Sentinel: the sentinels' TLS settings (retained; NULL: plain TCP). */
+void topo_set_sentinel_tls(topo *t, tls_ctx *x);
 void topo_retain(topo *t);
 void topo_release(topo *t);
 

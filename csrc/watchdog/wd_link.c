@@ -276,7 +276,8 @@ void wd_link_expire(wd *w, wd_link *l, int64_t now) {
     uint32_t i;
     int dead = 0;
     if (l->c->fd < 0) return;
-    if (l->c->connecting && w->cfg.connect_timeout_ms > 0 &&
+    /* (the TLS handshake too: a link that trickles it ends here) */
+    if (conn_connecting(l->c) && w->cfg.connect_timeout_ms > 0 &&
         now - l->since >= w->cfg.connect_timeout_ms) {
         conn_fail_with(l->c, CONN_ETIMEOUT, "failed");
         wd_link_drop(w, l, now);
@@ -310,7 +311,7 @@ void wd_link_expire(wd *w, wd_link *l, int64_t now) {
 int64_t wd_link_next_deadline(const wd *w, const wd_link *l) {
     int64_t t = INT64_MAX;
     if (l->c->fd < 0) return t;
-    if (l->c->connecting && w->cfg.connect_timeout_ms > 0)
+    if (conn_connecting(l->c) && w->cfg.connect_timeout_ms > 0)
         t = l->since + w->cfg.connect_timeout_ms;
     if (l->n > 0 && l->end_lb < t) t = l->end_lb;
     if (l->n > 0 && w->cfg.timeout_ms > 0) {
@@ -321,9 +322,7 @@ int64_t wd_link_next_deadline(const wd *w, const wd_link *l) {
 }
 
 short wd_link_events(const wd_link *l) {
-    if (l->c->fd < 0) return 0;
-    if (l->c->connecting) return POLLOUT;
-    return (short)(POLLIN | (l->c->out_off < l->c->out.len ? POLLOUT : 0));
+    return conn_poll_events(l->c);
 }
 
 void wd_link_free(wd_link *l) {

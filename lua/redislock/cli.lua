@@ -86,11 +86,29 @@ local function resolve_url(opts)
   return { "redis://127.0.0.1:6379" }
 end
 
--- Connects: one URL (a Redis, redis+sentinel://, redis+cluster://), or
--- several: one lock over those independent masters (Redlock). Returns
--- client, or nil and the exit status.
+-- connect's tls table from --tls-* (always: the library refuses them
+-- with a redis:// URL) or $REDISLOCK_TLS_* (only for rediss:// URLs: the
+-- environment may name a CA for every invocation), or nil.
+local function tls_config(opts, urls)
+  local tls = { ca = opts["tls-ca"], cert = opts["tls-cert"], key = opts["tls-key"],
+    server_name = opts["tls-server-name"] }
+  if opts["tls-insecure"] then tls.verify = false end
+  local rediss = false
+  for _, u in ipairs(urls) do rediss = rediss or u:lower():match("^rediss") ~= nil end
+  if rediss then
+    for field, var in pairs({ ca = "REDISLOCK_TLS_CA", cert = "REDISLOCK_TLS_CERT", key = "REDISLOCK_TLS_KEY" }) do
+      local v = os.getenv(var)
+      if tls[field] == nil and v and v ~= "" then tls[field] = v end
+    end
+  end
+  if next(tls) ~= nil then return tls end
+end
+
+-- Connects: one URL (a Redis, redis+sentinel://, redis+cluster://, and
+-- their rediss forms), or several: one lock over those independent masters
+-- (Redlock). Returns client, or nil and the exit status.
 local function connect(opts, urls)
-  local cfg = { prefix = opts.prefix }
+  local cfg = { prefix = opts.prefix, tls = tls_config(opts, urls) }
   if #urls == 1 then cfg.url = urls[1] else cfg.redlock = urls end
   -- Only when asked: a library without the option refuses unknown ones.
   if opts.strict then cfg.strict = true end

@@ -22,6 +22,13 @@ file, or separated by spaces in $REDISLOCK_URL) are independent masters
 that one lock spans (Redlock: no fence, REDISLOCK_FENCE is empty).
 Every command also takes --prefix P (key namespace) and --strict (refuse
 a Redis that may evict keys).
+
+TLS: rediss://, rediss+sentinel://, rediss+cluster:// URLs, verified
+against the system's CA store unless --tls-ca FILE ($REDISLOCK_TLS_CA);
+--tls-cert FILE and --tls-key FILE ($REDISLOCK_TLS_CERT, $REDISLOCK_TLS_KEY)
+for a server that wants a client certificate; --tls-server-name NAME to
+check another name than the URL's host; --tls-insecure to encrypt without
+verifying. A server that cannot be verified: exit 69, nothing run.
 `redislock help COMMAND` or `redislock COMMAND -h` for details.]],
 
   run = [[
@@ -51,6 +58,8 @@ options:
   --prefix P                key namespace
   --strict                  refuse a Redis whose maxmemory-policy may
                             evict the lock
+  --tls-ca FILE, --tls-cert FILE, --tls-key FILE, --tls-server-name NAME,
+  --tls-insecure            TLS settings for rediss:// (redislock --help)
   --ttl SECONDS             lease, renewed while the job runs (default 30)
   -n, --nonblock            do not wait for the lock (the default)
   -w, --wait, --timeout SECONDS

@@ -16,6 +16,8 @@ local usage = _M.usage
 local COMMON = {
   url = "list", ["url-file"] = "string", prefix = "string", strict = "flag",
   help = "flag", version = "flag",
+  ["tls-ca"] = "string", ["tls-cert"] = "string", ["tls-key"] = "string",
+  ["tls-server-name"] = "string", ["tls-insecure"] = "flag",
 }
 local COMMON_SHORT = { h = "help", V = "version" }
 

@@ -23,6 +23,12 @@ the native transport implements).
   "1.7953298305222e+15" on LuaJIT.
 - Errors read as the native ones do: "connection failed: ...", "connection
   lost: timed out (...)", "redis error: ...". Passwords never appear.
+- TLS (cfg.tls, from rediss:// or tls = {...}): sslhandshake on every new
+  connection, with the server name (tls.server_name, else the host) and
+  verification unless tls.verify = false; the CAs are nginx's
+  (lua_ssl_trusted_certificate: docs/tls.md), tls.ca being the watchdog
+  thread's. A client certificate (tls.cert, tls.key) is read once, when the
+  transport is made, and shown with setclientcert (lua-resty-core).
 
 Cosockets work in rewrite, access and content handlers and in timers; not in
 init, set, header or body filters, or log handlers.
@@ -62,6 +68,50 @@ local function ms(seconds, default)
   return math.max(1, math.floor(seconds * 1000 + 0.5))
 end
 
+local function read_file(path, what)
+  local f, err = io.open(path, "rb")
+  if not f then return nil, what .. ": cannot read " .. path .. " (" .. tostring(err) .. ")" end
+  local text = f:read("*a")
+  f:close()
+  return text
+end
+
+-- cfg.tls as the handshakes use it: { name, verify, cert, key, pool },
+-- the certificate and key parsed (ngx.ssl); nil, err when they cannot be.
+-- Errors name the file, never what is in it.
+local function tls_setup(t)
+  local out = { name = t.server_name, verify = t.verify ~= false }
+  out.pool = "tls:" .. (t.server_name or "") .. (out.verify and "" or ":insecure")
+  if t.cert then
+    local ok, ssl = pcall(require, "ngx.ssl")
+    if not ok then return nil, "tls.cert needs lua-resty-core's ngx.ssl" end
+    local pem, err = read_file(t.cert, "tls.cert")
+    if not pem then return nil, err end
+    out.cert = ssl.parse_pem_cert(pem)
+    if not out.cert then return nil, "tls.cert: cannot load " .. t.cert end
+    pem, err = read_file(t.key, "tls.key")
+    if not pem then return nil, err end
+    out.key = ssl.parse_pem_priv_key(pem)
+    if not out.key then return nil, "tls.key: cannot load " .. t.key .. " (not an unencrypted PEM key)" end
+    out.pool = out.pool .. ":" .. ngx.md5(t.cert)
+  end
+  return out
+end
+
+-- nginx's words for a refused handshake, in the native transport's where
+-- they say the same ("18: self-signed certificate": X509_V_ERR_* first).
+local function tls_why(err, name)
+  local code = tonumber(tostring(err):match("^(%d+):"))
+  if code == 10 then return "the server's certificate has expired" end
+  if code == 2 or code == 18 or code == 19 or code == 20 or code == 21 or code == 27 then
+    return "the server's certificate is from an unknown CA (" .. err:gsub("^%d+: ", "") .. ")"
+  end
+  if tostring(err):find("host mismatch", 1, true) or code == 62 or code == 64 then
+    return "the server's certificate is not for " .. tostring(name) .. " (wrong name)"
+  end
+  return tostring(err)
+end
+
 --- A transport for `cfg` (the fields of redislock.connect after URL parsing).
 -- native: the C client that hosts the watchdog, or nil (a wait connection).
 -- topo: the C client whose topology routes keys (Sentinel, Cluster): the
@@ -75,7 +125,13 @@ function _M.new(cfg, native, topo)
   if not redis then
     return nil, "transport 'cosocket' needs lua-resty-redis (resty.redis)"
   end
+  local tls, terr
+  if cfg.tls then
+    tls, terr = tls_setup(cfg.tls)
+    if not tls then return nil, "connection failed: " .. terr end
+  end
   return setmetatable({
+    _tls = tls,
     _redis = redis,
     _cfg = cfg,
     _native = native,
@@ -141,8 +197,9 @@ function Transport:_connect(node, timeout_ms, user, password, db)
   local red = self._redis:new()
   red:set_timeout(self._connect_ms)
   local at = node_where(node)
+  local tls = self._tls
   local pool = table.concat({ "redislock", at, db or 0, user or "",
-    password and ngx.md5(password) or "" }, "|")
+    password and ngx.md5(password) or "", tls and tls.pool or "" }, "|")
   local ok, err
   if node.path then
     ok, err = red:connect("unix:" .. node.path, { pool = pool })
@@ -153,8 +210,35 @@ function Transport:_connect(node, timeout_ms, user, password, db)
     err = err == "timeout" and "timed out" or tostring(err)
     return nil, "connection failed: " .. err .. " (" .. at .. ")", true
   end
+  local fresh = (red:get_reused_times() or 0) == 0
+  if tls and fresh then
+    -- within connect's timeout, as the native handshake
+    local sock = rawget(red, "_sock")
+    local name = tls.name or node.host
+    if tls.cert then
+      if not sock.setclientcert then
+        red:close()
+        return nil, "connection failed: tls.cert needs setclientcert (lua-resty-core 0.1.23 or later)"
+      end
+      assert(sock:setclientcert(tls.cert, tls.key))
+    end
+    ok, err = sock:sslhandshake(false, name, tls.verify)
+    -- nginx 1.22's Lua module (0.10.23) may answer true for a handshake
+    -- whose certificate it refused and whose socket it closed (it checks
+    -- the certificate after OpenSSL's handshake, and that path can miss
+    -- the report: its error log has the reason). A closed socket after a
+    -- handshake is a refusal, never a connection to use.
+    if ok and sock.getoption and not sock:getoption("keepalive") then
+      ok, err = nil, "certificate refused (nginx's error log says why)"
+    end
+    if not ok then
+      red:close()
+      err = err == "timeout" and "tls handshake timed out" or "tls: " .. tls_why(err, name)
+      return nil, "connection failed: " .. err .. " (" .. at .. ")", true
+    end
+  end
   red:set_timeout(timeout_ms)
-  if (red:get_reused_times() or 0) == 0 then
+  if fresh then
     local setup = {}
     if password then
       setup[#setup + 1] = user and { "auth", user, password } or { "auth", password }

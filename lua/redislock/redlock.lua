@@ -330,7 +330,7 @@ function _M.connect(masters, settings, cfg)
   local nodes = {}
   for i, m in ipairs(masters) do
     nodes[i] = { host = m.host, port = m.port, path = m.path, username = m.username,
-      password = m.password, db = m.db }
+      password = m.password, db = m.db, tls = m.tls }
   end
   local native = require "redislock.native"
   local ch, err, kind = native.open({ mode = "redlock", nodes = nodes,

@@ -9,7 +9,8 @@
 -- (the user and password of the Sentinel and Cluster forms are those of
 -- the data nodes; a sentinel's own come from connect's sentinel_username
 -- and sentinel_password)
--- rediss:// (TLS) is refused: Debian's hiredis 0.14 has no TLS support.
+--   rediss://, rediss+sentinel://, rediss+cluster://: the same over TLS
+-- (the fields get tls = true; connect's tls table says how: docs/tls.md).
 -- User and password may be percent-encoded. Errors never echo the password.
 
 local _M = { _VERSION = "0.1.0" }
@@ -140,26 +141,29 @@ function _M.parse(str)
     error("redislock: bad url (expected redis://host:port/db or unix:///path)", 0)
   end
   scheme = scheme:lower()
-  if scheme == "rediss" then
-    error("redislock: rediss:// (TLS) is not supported: this build's hiredis has no TLS", 0)
-  elseif scheme == "redis" then
+  -- rediss...: TLS, otherwise the same form
+  local tls = scheme:match("^rediss") ~= nil
+  local out = tls and { tls = true } or {}
+  if tls then scheme = "redis" .. scheme:sub(7) end
+  if scheme == "redis" then
     if rest:find("?", 1, true) then
       error("redislock: bad url (query parameters are not supported)", 0)
     end
-    return parse_tcp(rest, {})
-  elseif scheme == "unix" or scheme == "redis+unix" then
-    return parse_unix(rest, {})
+    return parse_tcp(rest, out)
+  elseif (scheme == "unix" or scheme == "redis+unix") and not tls then
+    return parse_unix(rest, out)
   elseif scheme == "redis+sentinel" then
     if rest:find("?", 1, true) then
       error("redislock: bad url (query parameters are not supported)", 0)
     end
-    return parse_sentinel(rest, {})
+    return parse_sentinel(rest, out)
   elseif scheme == "redis+cluster" then
     if rest:find("?", 1, true) then
       error("redislock: bad url (query parameters are not supported)", 0)
     end
-    return parse_cluster(rest, {})
+    return parse_cluster(rest, out)
   end
+  if tls then scheme = "rediss" .. scheme:sub(6) end
   error("redislock: bad url (unknown scheme '" .. scheme .. "')", 0)
 end
 

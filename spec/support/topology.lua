@@ -108,6 +108,8 @@ end
 --   password = "pw"     on every node (masterauth too)
 --   args = {...}        extra redis-server arguments for every node
 --   debug = true        --enable-debug-command local on every node
+--   tls = {...}         every node TLS only (helpers.start_redis's tls;
+--                       replication = true for the replicas' links)
 --   timeout = 10        seconds to wait for the sync
 -- Returns { master = srv, replicas = {srv...}, links = {proxy...} } with
 -- :wait_sync(timeout_s) and :stop().
@@ -115,7 +117,7 @@ end
 -- replica is ready in well under a second instead of Redis' default 5 s.
 function M.start_replicated(opts)
   opts = opts or {}
-  local base = { password = opts.password, debug = opts.debug, args = { "--repl-diskless-sync", "yes",
+  local base = { password = opts.password, debug = opts.debug, tls = opts.tls, args = { "--repl-diskless-sync", "yes",
     "--repl-diskless-sync-delay", "0" } }
   for _, a in ipairs(opts.args or {}) do base.args[#base.args + 1] = a end
   local g = setmetatable({ replicas = {}, links = {} }, Replicated)
@@ -264,6 +266,9 @@ end
 --   replicas = <master's connected_slaves>  wait until the sentinels see
 --                               this many healthy replicas
 --   servers = {srv...}          the data nodes, for :server_at()
+--   tls = {...}                 the sentinels TLS only (helpers.start_redis's
+--                               tls; replication = true: they reach the
+--                               data nodes and each other over TLS)
 --   timeout = 15                seconds to wait until ready
 -- Returns { list = {sentinel srv...}, name, master } with :master_addr(),
 -- :failover(), :wait_master_change(old, t), :server_at(host, port),
@@ -289,7 +294,7 @@ function M.start_sentinels(opts)
   local ok, err = pcall(function()
     for i = 1, opts.count or 3 do
       g.list[i] = helpers.start_redis { bin = "redis-sentinel", config = table.concat(conf, "\n") .. "\n",
-                                        password = opts.sentinel_password }
+                                        password = opts.sentinel_password, tls = opts.tls }
     end
     assert(helpers.wait_until(function() return g:ready(replicas) end, opts.timeout or 15, 0.1),
       "sentinels did not see each other and " .. replicas .. " replica(s)")
@@ -582,6 +587,9 @@ end
 --   node_timeout = 2000     --cluster-node-timeout, ms
 --   password = "pw"         requirepass + masterauth on every node
 --   args = {...}            extra redis-server arguments for every node
+--   tls = {...}             every node TLS only (helpers.start_redis's tls;
+--                           cluster = true for a TLS bus and TLS ports in
+--                           CLUSTER SLOTS, replication = true for replicas)
 --   timeout = 20            seconds to wait for the cluster to be ok
 -- Returns { nodes = {srv...} (each with .id, .bus_port), by_port, by_id,
 -- seeds = {"127.0.0.1:port"...}, password } with :masters(),
@@ -600,7 +608,7 @@ function M.start_cluster(opts)
     for _, a in ipairs(opts.args or {}) do args[#args + 1] = a end
     for i = 1, masters * (1 + per) do
       local s = helpers.start_redis { cluster = true, cluster_node_timeout = opts.node_timeout or 2000,
-                                      password = opts.password, args = args }
+                                      password = opts.password, args = args, tls = opts.tls }
       c.nodes[i] = s
       c.by_port[s.port] = s
       c.seeds[i] = s.host .. ":" .. s.port
@@ -609,6 +617,13 @@ function M.start_cluster(opts)
     end
     local cmd = { "redis-cli" }
     if opts.password then cmd[#cmd + 1] = "-a " .. helpers.quote(opts.password) .. " --no-auth-warning" end
+    if opts.tls then
+      cmd[#cmd + 1] = "--tls --insecure"
+      if opts.tls.client_cert then
+        cmd[#cmd + 1] = "--cert " .. helpers.quote(opts.tls.client_cert)
+          .. " --key " .. helpers.quote(opts.tls.client_key)
+      end
+    end
     cmd[#cmd + 1] = "--cluster create"
     for _, a in ipairs(c.seeds) do cmd[#cmd + 1] = a end
     cmd[#cmd + 1] = "--cluster-replicas " .. per .. " --cluster-yes </dev/null 2>&1"
