@@ -510,6 +510,32 @@ end
 -- `timeout_s` (5) per step.
 function Server:call(...)
   local sock, err
+  if self.opts and self.opts.tls and not self.opts.tls.outbound_only then
+    -- A TLS-only server: through redis-cli --tls (this process has no TLS
+    -- socket of its own), its --raw lines read back as the reply's shape:
+    -- the arrays the helpers ask for (ROLE, SENTINEL ...) a line an
+    -- element, any other reply (INFO, CLUSTER INFO/NODES) its text whole.
+    local out, ok = self:cli_raw(...)
+    if not ok or out:match("^Could not connect") or out:match("^Error:") then
+      return nil, "connection: " .. out, "connection"
+    end
+    local cmd = tostring((...)):upper()
+    if (cmd ~= "ROLE" and cmd ~= "SENTINEL") or not out:find("\n") then return out end
+    local list = {}
+    for line in (out .. "\n"):gmatch("(.-)\n") do list[#list + 1] = line end
+    local sub = tostring((select(2, ...))):upper()
+    if cmd == "SENTINEL" and (sub == "REPLICAS" or sub == "SLAVES" or sub == "SENTINELS") then
+      -- an array of field lists, flattened: each begins with its "name"
+      local groups = {}
+      for i = 1, #list - 1, 2 do
+        if list[i] == "name" then groups[#groups + 1] = {} end
+        local g = groups[#groups]
+        if g then g[#g + 1], g[#g + 2] = list[i], list[i + 1] end
+      end
+      return groups
+    end
+    return list
+  end
   if self.path then
     local ok, unix = pcall(require, "socket.unix")
     if not ok then return nil, "connection: no socket.unix", "connection" end

@@ -92,24 +92,10 @@ static topo_snap *cluster_ask(topo *t, topo_node *n, int may_resolve, int64_t de
     conn *c;
     redisReply *r;
     topo_snap *s = NULL;
-    long left_ms = (long)((deadline - monotime_us()) / 1000);
-    if (left_ms > CLUSTER_TRY_MS) left_ms = CLUSTER_TRY_MS;
-    if (left_ms < 1) left_ms = 1;
-    if (topo_node_resolve(n, may_resolve, deadline, err, errlen) != 0) return NULL;
     cfg = t->cfg;
-    cfg.host = n->host;
-    cfg.port = n->port;
-    cfg.path = NULL;
     cfg.db = 0;
-    cfg.connect_timeout_ms = left_ms;
-    cfg.timeout_ms = left_ms;
-    c = conn_new(&cfg);
-    if (c == NULL) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    c->may_resolve = 0;
-    conn_set_addrs(c, &n->addrs);
+    c = topo_node_conn(n, &cfg, may_resolve, deadline, CLUSTER_TRY_MS, err, errlen);
+    if (c == NULL) return NULL;
     r = conn_command(c, 2, argv, lens);
     if (r == NULL) {
         snprintf(err, errlen, "%s", c->errstr);

@@ -73,29 +73,19 @@ static conn *sentinel_conn(topo_node *n, const char *user, const char *pass, tls
     long left_ms = (long)((deadline - monotime_us()) / 1000);
     if (left_ms > max_ms) left_ms = max_ms;
     if (left_ms < 1) left_ms = 1;
-    /* (resolved even for a pooled conn: n may be a new snapshot's node,
-     * whose addresses the watchdog thread, which never resolves, uses) */
-    if (topo_node_resolve(n, may_resolve, deadline, err, errlen) != 0) return NULL;
     if (slot && *slot) {
+        /* (resolved even for a pooled conn: n may be a new snapshot's node,
+         * whose addresses the watchdog thread, which never resolves, uses) */
+        if (topo_node_resolve(n, may_resolve, deadline, err, errlen) != 0) return NULL;
         conn_set_timeouts(*slot, left_ms, left_ms);
         return *slot;
     }
     memset(&cfg, 0, sizeof cfg);
-    cfg.host = n->host;
-    cfg.port = n->port;
     cfg.username = (char *)user;
     cfg.password = (char *)pass;
     cfg.tls = tls;
-    cfg.connect_timeout_ms = left_ms;
-    cfg.timeout_ms = left_ms;
-    c = conn_new(&cfg);
-    if (c == NULL) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    c->may_resolve = 0;
-    conn_set_addrs(c, &n->addrs);
-    if (slot) *slot = c;
+    c = topo_node_conn(n, &cfg, may_resolve, deadline, max_ms, err, errlen);
+    if (c && slot) *slot = c;
     return c;
 }
 

@@ -125,6 +125,30 @@ int topo_node_resolve(topo_node *n, int may_resolve, int64_t deadline, char *err
     return resolve_host(n->host, n->port, deadline, &n->addrs, err, errlen);
 }
 
+conn *topo_node_conn(topo_node *n, const conn_config *base, int may_resolve, int64_t deadline, long max_ms,
+                     char *err, size_t errlen) {
+    conn_config cfg;
+    conn *c;
+    long left_ms = (long)((deadline - monotime_us()) / 1000);
+    if (left_ms > max_ms) left_ms = max_ms;
+    if (left_ms < 1) left_ms = 1;
+    if (topo_node_resolve(n, may_resolve, deadline, err, errlen) != 0) return NULL;
+    cfg = *base;
+    cfg.host = n->host;
+    cfg.port = n->port;
+    cfg.path = NULL;
+    cfg.connect_timeout_ms = left_ms;
+    cfg.timeout_ms = left_ms;
+    c = conn_new(&cfg);
+    if (c == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->may_resolve = 0;
+    conn_set_addrs(c, &n->addrs);
+    return c;
+}
+
 /* ---- snapshots ---------------------------------------------------------------- */
 
 topo_snap *topo_snap_new(int nnodes, int with_slots) {

@@ -142,6 +142,14 @@ int topo_node_of(const topo_snap *s, const char *key, size_t len);
 /* Resolves a node's address if not done (may block until deadline). */
 int topo_node_resolve(topo_node *n, int may_resolve, int64_t deadline, char *err, size_t errlen);
 
+/* A blocking conn to TCP node n with base's settings (its host, port and
+ * path replaced by n's), budgeted to end by deadline and by max_ms from
+ * now; n resolved first (as may_resolve allows), the conn never resolving
+ * again. NULL with err. For the loads' short exchanges (sentinel.c,
+ * cluster.c). */
+conn *topo_node_conn(topo_node *n, const conn_config *base, int may_resolve, int64_t deadline, long max_ms,
+                     char *err, size_t errlen);
+
 /* "host:port" / path of a node, for messages. */
 void topo_node_describe(const topo_node *n, char *buf, size_t len);
 
