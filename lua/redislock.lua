@@ -8,6 +8,7 @@
 --
 -- Where each concern lives (lua/redislock/):
 --   checks.lua    argument checking, errors at the caller's line
+--   errors.lua    the kinds of failure: nil, err, kind (docs/errors.md)
 --   keys.lua      the key layout of a name (one Cluster slot per name)
 --   lock.lua      the lock object: held, extend, release, lease_end
 --   acquire.lua   acquire, waiting (notify, fair, backoff), with_lock
@@ -25,14 +26,15 @@
 --   url.lua, backoff.lua, cli.lua (cli_options.lua, cli_help.lua)
 --
 -- Error conventions (lua-resty style): a wrong argument raises an error that
--- names it; a failure of the world returns nil, err whose first word is one
--- of busy, timeout, not held, connection, redis, watchdog, unsafe.
+-- names it; a failure of the world returns nil, err, kind, where err starts
+-- with kind, one of the words in redislock.errors (docs/errors.md).
 
 local core = require "redislock.core"
 local url = require "redislock.url"
 local checks = require "redislock.checks"
 local clientmod = require "redislock.client"
 local channel = require "redislock.channel"
+local errors = require "redislock.errors"
 checks.own(debug.getinfo(1, "S").source)
 
 local argerror, check_type, check_number = checks.argerror, checks.check_type, checks.check_number
@@ -189,7 +191,7 @@ local function redlock_connect(opts, settings, cfg)
     masters[i] = m
   end
   local client, err, kind = require("redislock.redlock").connect(masters, settings, cfg)
-  if not client then return nil, err, kind end
+  if not client then return errors.fail(err, kind) end
   local warnings
   warnings, err = eviction_check(client._conn, opts.strict)
   if not warnings then
@@ -227,7 +229,7 @@ function _M.connect(opts)
     return redlock_connect(opts, settings, cfg)
   end
   local ch, err, kind = open(cfg)
-  if not ch then return nil, err, kind end
+  if not ch then return errors.fail(err, kind) end
   channel.check(ch)
   local warnings
   warnings, err = eviction_check(ch, opts.strict)

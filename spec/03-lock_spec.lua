@@ -140,8 +140,8 @@ describe("locks", function()
     assert.equal(l1.fence + 1, l2.fence)
     local res = "res:" .. name
     assert.equal(1, b:fenced_set(res, "new", l2.fence))
-    assert.same({ nil, "stale" }, { a:fenced_set(res, "old", l1.fence) })
-    assert.same({ nil, "stale" }, { a:fenced_get(res, l1.fence) })
+    assert.same({ nil, "stale", "stale" }, { a:fenced_set(res, "old", l1.fence) })
+    assert.same({ nil, "stale", "stale" }, { a:fenced_get(res, l1.fence) })
     assert.equal("new", a:fenced_get(res, l2.fence))
     assert.equal(string.format("%.0f", l2.fence), admin:command("HGET", "{" .. res .. "}:resource", "fence"))
     -- the same goes for any number a command is given

@@ -55,10 +55,10 @@ describe("sentinel", function()
     local none, err = redislock.connect { sentinels = { "127.0.0.1:" .. helpers.free_port() },
       master = "mymaster", connect_timeout = 0.5 }
     assert.is_nil(none)
-    assert.matches("^no sentinel reachable", err)
+    assert.matches("^connection failed: no sentinel reachable", err)
     none, err = connect { master = "nosuchmaster" }
     assert.is_nil(none)
-    assert.matches("^master name unknown: nosuchmaster", err)
+    assert.matches("^redis error: master name unknown: nosuchmaster", err)
   end)
 
   it("WAIT: replicas = 1 waits for the replica, and fails cleanly without it", function()

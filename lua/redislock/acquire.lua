@@ -13,6 +13,7 @@ local checks = require "redislock.checks"
 local backoff = require "redislock.backoff"
 local lockmod = require "redislock.lock"
 local metrics = require "redislock.metrics"
+local errors = require "redislock.errors"
 checks.own(debug.getinfo(1, "S").source)
 
 local monotime, new_token = core.monotime, core.token
@@ -350,7 +351,8 @@ return function(Client)
       local t_call = monotime()
       local lock, err = try(self, name, keys, token, ttl, "poll", opts, max_hold, t_call, true)
       metrics.acquire_done(self, name, lock, err, t_call, 0)   -- [metrics]
-      return lock, err
+      if lock then return lock end
+      return errors.fail(err)
     end
     local mode = opts.fair and wait > 0 and "fair"
       or (wait > 0 and opts.notify ~= false) and "notify" or "poll"
@@ -435,14 +437,15 @@ return function(Client)
     end
     metrics.acquire_done(self, name, lock, err, t_call, attempt)   -- [metrics]
     if lock then return lock end
-    return nil, err
+    return errors.fail(err)
   end
   Client._acquire = acquire
 
   --- Takes the lock `name`, waiting up to opts.wait seconds for it.
   -- syntax: lock, err = client:acquire(name, {ttl=30, wait=0, watchdog=true,
   --           on_lost=fn, max_hold=nil, notify=true, fair=false, spin=0})
-  -- err: "busy" (tried once), "timeout" (waited), or a connection/redis error.
+  -- err, kind: "busy" (tried once), "timeout" (waited), or another kind of
+  -- redislock.errors (connection, redis, watchdog, ...).
   function Client:acquire(name, opts)
     return acquire(self, "acquire", name, opts)
   end
@@ -455,8 +458,8 @@ return function(Client)
     if not checks.callable(fn) then
       checks.argerror("with_lock", "fn", "function expected, got " .. type(fn))
     end
-    local lock, err = self:_acquire("with_lock", name, opts)
-    if not lock then return nil, err end
+    local lock, err, kind = self:_acquire("with_lock", name, opts)
+    if not lock then return nil, err, kind end
     local res = { n = 0 }
     local function keep(ok, ...)
       res = { n = select("#", ...) + 1, ok, ... }

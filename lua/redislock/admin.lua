@@ -2,6 +2,7 @@
 -- methods, for operators and the CLI).
 
 local checks = require "redislock.checks"
+local errors = require "redislock.errors"
 checks.own(debug.getinfo(1, "S").source)
 
 return function(Client)
@@ -15,14 +16,14 @@ return function(Client)
     checks.check_name("inspect", name)
     local ch = self:_open()
     local keys = self._keys_of(name)
-    local token, err = ch:command("GET", keys.lock)
-    if token == nil then return nil, err end
+    local token, err, kind = ch:command("GET", keys.lock)
+    if token == nil then return errors.fail(err, kind) end
     local pttl
-    pttl, err = ch:command("PTTL", keys.lock)
-    if pttl == nil then return nil, err end
+    pttl, err, kind = ch:command("PTTL", keys.lock)
+    if pttl == nil then return errors.fail(err, kind) end
     local fence
-    fence, err = ch:command("GET", keys.fence)
-    if fence == nil then return nil, err end
+    fence, err, kind = ch:command("GET", keys.fence)
+    if fence == nil then return errors.fail(err, kind) end
     return {
       held = token ~= false,
       ttl = (token and pttl > 0) and pttl / 1000 or nil,
@@ -38,9 +39,9 @@ return function(Client)
     checks.check_name("release_token", name)
     checks.check_string("release_token", "token", token)
     self:_open()
-    local r, err = self:_release_keys(self._keys_of(name), token)
-    if not r then return nil, err end
-    if r ~= 1 then return nil, "not held" end
+    local r, err, kind = self:_release_keys(self._keys_of(name), token)
+    if not r then return errors.fail(err, kind) end
+    if r ~= 1 then return nil, "not held", "not held" end
     return true
   end
 
@@ -49,9 +50,9 @@ return function(Client)
   -- syntax: ok, err = client:break_lock(name)
   function Client:break_lock(name)
     checks.check_name("break_lock", name)
-    local info, err = self:inspect(name)
-    if not info then return nil, err end
-    if not info.held then return nil, "not held" end
+    local info, err, kind = self:inspect(name)
+    if not info then return nil, err, kind end
+    if not info.held then return nil, "not held", "not held" end
     -- Compare-and-delete on the token just read: if it changed hands in
     -- between, the new holder is left alone.
     return self:release_token(name, info.token)

@@ -11,6 +11,7 @@ local keys = require "redislock.keys"
 local losses = require "redislock.losses"
 local metrics = require "redislock.metrics"
 local events = require "redislock.events"
+local errors = require "redislock.errors"
 checks.own(debug.getinfo(1, "S").source)
 
 local _M = {}
@@ -74,9 +75,12 @@ end
 
 --- A file descriptor that becomes readable when a loss report is pending,
 -- for event loops (cqueues, luv, nginx); then call client:poll().
--- syntax: fd, err = client:fd()
+-- syntax: fd, err, kind = client:fd()
+-- err: "watchdog failed: ..." when no eventfd or thread could be made.
 function Client:fd()
-  return self:_open():fd()
+  local fd, err = self:_open():fd()
+  if fd then return fd end
+  return errors.fail("watchdog failed: " .. tostring(err))
 end
 
 --- Counters and histograms: the C core's (the watchdog's renewals,

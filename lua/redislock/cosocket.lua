@@ -210,7 +210,7 @@ function Transport:_refresh()
         last = err
       end
     end
-    return nil, "cluster unreachable (last: " .. tostring(last) .. ")"
+    return nil, "connection failed: cluster unreachable (last: " .. tostring(last) .. ")"
   end
   -- Sentinel: whom to trust is decided in one place, the C topology's
   -- follower thread (csrc/sentinel.h: a majority of the sentinels, the
@@ -255,6 +255,13 @@ end
 
 local MAX_TRIES = 8
 
+-- A failure as the channel gives it: nil, err, kind.
+local function failed(err)
+  err = tostring(err)
+  return nil, err, err:find("timed out", 1, true) and "timeout" or
+    (err:find("^redis error") and "redis" or "connection")
+end
+
 -- Runs fn(red) on a pooled connection to the node of key; the result as
 -- the native client's. The same redirect rules as the C router: MOVED and
 -- READONLY reload the topology and try again, ASK sends ASKING to the
@@ -266,11 +273,11 @@ function Transport:_call(fn, key)
   for tries = 1, MAX_TRIES do
     local node, err = asking, nil
     if not node then node, err = self:_node(key) end
-    if not node then return nil, err end
+    if not node then return failed(err) end
     local red, cerr, not_sent = self:_get(node, timeout_ms)
     if not red then
       self:_doubt(node)
-      if not not_sent or self._mode == "single" or tries == MAX_TRIES then return nil, cerr end
+      if not not_sent or self._mode == "single" or tries == MAX_TRIES then return failed(cerr) end
       self:_refresh()
     else
       if asking then
@@ -285,13 +292,13 @@ function Transport:_call(fn, key)
       if res == nil then
         red:close()
         self:_doubt(node)
-        return nil, lost(rerr, node_where(node))
+        return failed(lost(rerr, node_where(node)))
       end
       red:set_keepalive(POOL_IDLE_MS, POOL_SIZE)
       if res ~= false then return convert(res) end
       local word, target = tostring(rerr):match("^(%u+) %d+ (%S+)$")
       rerr = tostring(rerr)
-      if self._mode == "single" then return nil, "redis error: " .. rerr end
+      if self._mode == "single" then return failed("redis error: " .. rerr) end
       if word == "ASK" then
         asking = parse_hostport(target)
       elseif word == "MOVED" or rerr:find("^READONLY") then
@@ -301,11 +308,11 @@ function Transport:_call(fn, key)
       elseif rerr:find("^TRYAGAIN") then
         ngx.sleep(0.005 * tries)
       else
-        return nil, "redis error: " .. rerr
+        return failed("redis error: " .. rerr)
       end
     end
   end
-  return nil, "redis error: too many redirects (the cluster is resharding?)"
+  return failed("redis error: too many redirects (the cluster is resharding?)")
 end
 
 --- One of the embedded scripts: EVALSHA, SCRIPT LOAD + EVAL on NOSCRIPT (per node: the
@@ -396,12 +403,6 @@ local function wait_transport(self)
   return waiter
 end
 
--- A wait's failure as the channel gives it: nil, err, kind.
-local function wait_failed(err)
-  return nil, err, err:find("timed out", 1, true) and "timeout" or
-    (err:find("^redis error") and "redis" or "connection")
-end
-
 --- BLPOP key for up to `seconds`, on a pooled connection of its own (see
 -- redislock.channel). No spinning here: a cosocket wait costs the worker
 -- nothing, and nginx wakes it when the reply comes.
@@ -410,7 +411,7 @@ function Transport:block(key, seconds, exact)
   local waiter = wait_transport(self)
   waiter:set_timeout(seconds + (exact and 0.005 or 0.25))
   local r, err = waiter:command("BLPOP", key, string.format("%.3f", seconds))
-  if r == nil then return wait_failed(err) end
+  if r == nil then return failed(err) end
   return r and r[2] or false
 end
 
@@ -446,7 +447,7 @@ function Transport:wait_try(key, seconds, _, name, ...)
     if not vals then return nil, perr end
     return { vals[1], vals[2] }
   end, key)
-  if res == nil then return wait_failed(err) end
+  if res == nil then return failed(err) end
   -- (converted: a nil bulk is false, an error the bare message)
   local woken, reply = res[1], res[2]
   for _, e in ipairs({ woken, reply }) do

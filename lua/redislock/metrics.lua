@@ -20,6 +20,7 @@
 local core = require "redislock.core"
 local checks = require "redislock.checks"
 local events = require "redislock.events"
+local kind_of = require("redislock.errors").kind_of
 checks.own(debug.getinfo(1, "S").source)
 
 local monotime = core.monotime
@@ -80,10 +81,11 @@ function _M.acquire_done(client, name, lock, err, t_call, retries)
     return
   end
   if retries > 0 then rec_add(rec, "waits") end
-  if err == "busy" then
+  local kind = kind_of(err)
+  if kind == "busy" then
     rec_add(rec, "busy")
     if client._on_event then events.emit(client, "busy", { name = name }) end
-  elseif err == "timeout" then
+  elseif kind == "timeout" then
     rec_add(rec, "timeouts")
     if client._on_event then
       events.emit(client, "timeout", { name = name, waited = monotime() - t_call, attempts = retries + 1 })

@@ -21,8 +21,8 @@
 --           majority is free; a BLPOP per master would cost N connections
 --           per waiter for a hint.
 -- extend    needs a majority within the validity; a partial extend is
---           reported ("extend: only K of N masters"), never quietly
---           half-done.
+--           reported ("quorum: extend reached only K of N masters"),
+--           never quietly half-done.
 -- watchdog  renews on all N masters in one polled fan-out (the C thread):
 --           held while a majority renewed within the lease; lost as soon as
 --           more than N - quorum answer "not held", or at the lease end
@@ -50,6 +50,7 @@ local backoff = require "redislock.backoff"
 local lockmod = require "redislock.lock"
 local clientmod = require "redislock.client"
 local metrics = require "redislock.metrics"
+local errors = require "redislock.errors"
 checks.own(debug.getinfo(1, "S").source)
 
 local monotime = core.monotime
@@ -97,16 +98,32 @@ local function tally(results)
   return yes, answered
 end
 
+-- The first master's failure: err, kind (a message without a place, such
+-- as the fan-out's "no answer in time", gets the master's number).
 local function first_error(results)
-  for _, r in ipairs(results) do
-    if r.err then return r.err, r.kind end
+  for i, r in ipairs(results) do
+    if r.err then
+      local err = r.err
+      if not err:find("%(.*%)$") then err = err .. " (master " .. i .. " of " .. #results .. ")" end
+      return err, r.kind
+    end
   end
+end
+
+-- ch:fanout, with a fan-out that could not start at all (out of memory,
+-- no topology) read as every master failing that way.
+local function fanout(ch, n, ...)
+  local results, err, kind = ch:fanout(...)
+  if results then return results end
+  results = {}
+  for i = 1, n do results[i] = { err = err, kind = kind or "memory" } end
+  return results
 end
 
 --- Deletes key on every master where it still holds token. Returns how
 -- many masters had it, and whether every master answered.
 function RedlockClient:_release_all(key, token, ttl)
-  local results = self._conn:fanout(self:master_timeout(ttl or DEFAULT_TTL), 0, "redlock_release",
+  local results = fanout(self._conn, self._masters, self:master_timeout(ttl or DEFAULT_TTL), 0, "redlock_release",
     key, token)
   local had, answered = tally(results)
   return had, answered == #results, results
@@ -139,7 +156,7 @@ end
 -- or nil, err, holder_ms.
 function RedlockClient:_attempt(key, token, ttl)
   local t0 = monotime()
-  local results = self._conn:fanout(self:master_timeout(ttl), self._quorum, "redlock_acquire",
+  local results = fanout(self._conn, self._masters, self:master_timeout(ttl), self._quorum, "redlock_acquire",
     key, token, ttl_ms(ttl))
   local granted = tally(results)
   local expires = lockmod.lease_end(t0, ttl)
@@ -212,7 +229,7 @@ function RedlockClient:_acquire(fname, name, opts)
     error(lock, 0)
   end
   metrics.acquire_done(self, name, lock, err, t_call, attempt)   -- [metrics]
-  return lock, err
+  return errors.result(lock, err)
 end
 
 function RedlockClient:acquire(name, opts)
@@ -242,7 +259,7 @@ function RedlockClient:inspect(name)
   checks.check_name("inspect", name)
   self:_open()
   local key = self._keys_of(name).lock
-  local results = self._conn:fanout(self:master_timeout(DEFAULT_TTL), 0, "redlock_inspect", key)
+  local results = fanout(self._conn, self._masters, self:master_timeout(DEFAULT_TTL), 0, "redlock_inspect", key)
   local counts, masters, best = {}, {}, nil
   for i, r in ipairs(results) do
     if r.ok then
@@ -272,15 +289,15 @@ function RedlockClient:release_token(name, token)
   self:_open()
   local had, all, results = self:_release_all(self._keys_of(name).lock, token)
   if had > 0 then return true end
-  if not all then return nil, first_error(results) end
-  return nil, "not held"
+  if not all then return errors.fail(first_error(results)) end
+  return nil, "not held", "not held"
 end
 
 function RedlockClient:break_lock(name)
   checks.check_name("break_lock", name)
-  local info, err = self:inspect(name)
-  if not info then return nil, err end
-  if not info.held then return nil, "not held" end
+  local info, err, kind = self:inspect(name)
+  if not info then return nil, err, kind end
+  if not info.held then return nil, "not held", "not held" end
   return self:release_token(name, info.token)
 end
 
@@ -291,9 +308,9 @@ function RedlockLock:extend(ttl)
   local client = self._client
   client:_open()
   client:poll()
-  if self._state ~= "held" or self._pid ~= core.getpid() then return nil, "not held" end
+  if self._state ~= "held" or self._pid ~= core.getpid() then return nil, "not held", "not held" end
   local t0 = monotime()
-  local results = client._conn:fanout(client:master_timeout(ttl), client._quorum, "extend",
+  local results = fanout(client._conn, client._masters, client:master_timeout(ttl), client._quorum, "extend",
     self._keys.lock, self.token, ttl_ms(ttl))
   local yes, answered = tally(results)
   local expires = lockmod.lease_end(t0, ttl)
@@ -306,9 +323,10 @@ function RedlockLock:extend(ttl)
   end
   if answered - yes > #results - client._quorum then
     self:_lose("not held")
-    return nil, "not held"
+    return nil, "not held", "not held"
   end
-  return nil, string.format("extend: only %d of %d masters (a majority is %d)", yes, #results, client._quorum)
+  return errors.fail(string.format("quorum: extend reached only %d of %d masters (a majority is %d)", yes,
+    #results, client._quorum))
 end
 
 --- lock:release(): on every master.
@@ -316,8 +334,8 @@ function RedlockLock:release()
   local client = self._client
   client:_open()
   client:poll()
-  if self._state == "released" then return nil, "not held" end
-  if self._pid ~= core.getpid() then return nil, "not held" end
+  if self._state == "released" then return nil, "not held", "not held" end
+  if self._pid ~= core.getpid() then return nil, "not held", "not held" end
   if self._watch then
     self._watch:unwatch()
     self._watch = nil
@@ -325,14 +343,14 @@ function RedlockLock:release()
   local had, all, results = client:_release_all(self._keys.lock, self.token, self.ttl)
   if had == 0 and not all then
     self:_lose("unreachable")
-    return nil, first_error(results)
+    return errors.fail(first_error(results))
   end
   if had == 0 then self:_lose("not held") end   -- (counted, once, like Lock's)
   self._state = "released"
   self._expires = math.min(self._expires, monotime())
   if had == 0 then
     self.lost_reason = self.lost_reason or "not held"
-    return nil, "not held"
+    return nil, "not held", "not held"
   end
   metrics.released(self)   -- [metrics]
   return true
@@ -352,9 +370,11 @@ function _M.connect(masters, settings, cfg)
   local quorum = math.floor(#nodes / 2) + 1
   local client = setmetatable(clientmod.new(ch, settings), RedlockClient)
   client._quorum = quorum
+  client._masters = #nodes
   client._master_cap = cfg.timeout and cfg.timeout > 0 and cfg.timeout or 2
   -- a majority must answer now, as connect checks the server elsewhere
-  local results = ch:fanout(math.min(cfg.connect_timeout or 2, client._master_cap), quorum, "redlock_ping")
+  local results = fanout(ch, #nodes, math.min(cfg.connect_timeout or 2, client._master_cap), quorum,
+    "redlock_ping")
   local up = tally(results)
   if up < quorum then
     ch:close()

@@ -15,6 +15,7 @@
 local checks = require "redislock.checks"
 local keysmod = require "redislock.keys"
 local waiting = require "redislock.waiting"
+local errors = require "redislock.errors"
 checks.own(debug.getinfo(1, "S").source)
 
 
@@ -68,7 +69,7 @@ function RWLock:read(opts)
       return ch:script("rw_read", keys.writer, keys.readers, keys.marker, keys.readers_waiting, token,
         ms, block_ms)
     end)
-  return lock, err
+  return errors.result(lock, err)
 end
 
 --- The write side: a lock object like acquire's, with a fence that grows
@@ -86,7 +87,7 @@ function RWLock:write(opts)
     self._client._conn:script("release_share", keys.marker, keys.readers_waiting, keys.readers_signal,
       keys.writers_waiting, keys.writers_signal, token, "key", "all", "none")
   end
-  return lock, err
+  return errors.result(lock, err)
 end
 
 --- What Redis says about the lock now: { readers = n, writer = bool,
@@ -95,18 +96,18 @@ end
 function RWLock:inspect()
   local ch = self._client:_open()
   local keys = self._keys
-  local now, err = ch:command("TIME")
-  if not now then return nil, err end
+  local now, err, kind = ch:command("TIME")
+  if not now then return errors.fail(err, kind) end
   local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
   local readers
-  readers, err = ch:command("ZCOUNT", keys.readers, "(" .. string.format("%.0f", ms), "+inf")
-  if not readers then return nil, err end
+  readers, err, kind = ch:command("ZCOUNT", keys.readers, "(" .. string.format("%.0f", ms), "+inf")
+  if not readers then return errors.fail(err, kind) end
   local writer
-  writer, err = ch:command("EXISTS", keys.writer)
-  if not writer then return nil, err end
+  writer, err, kind = ch:command("EXISTS", keys.writer)
+  if not writer then return errors.fail(err, kind) end
   local marker
-  marker, err = ch:command("EXISTS", keys.marker)
-  if not marker then return nil, err end
+  marker, err, kind = ch:command("EXISTS", keys.marker)
+  if not marker then return errors.fail(err, kind) end
   return { readers = readers, writer = writer == 1, writer_waiting = marker == 1 }
 end
 

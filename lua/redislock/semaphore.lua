@@ -15,6 +15,7 @@
 local checks = require "redislock.checks"
 local keysmod = require "redislock.keys"
 local waiting = require "redislock.waiting"
+local errors = require "redislock.errors"
 checks.own(debug.getinfo(1, "S").source)
 
 
@@ -48,7 +49,7 @@ function Semaphore:acquire(opts)
     function(ch, token, ms, block_ms)
       return ch:script("sem_acquire", keys.permits, keys.limit, keys.waiting, token, ms, block_ms, permits)
     end, nil, function(p, r) p.in_use = r[2] end)
-  return permit, err
+  return errors.result(permit, err)
 end
 
 --- What Redis says now: { limit = permits in force, in_use = n }.
@@ -56,8 +57,8 @@ end
 function Semaphore:inspect()
   local client = self._client
   local keys = self._keys
-  local r, err = client:_open():script("sem_limit", keys.permits, keys.limit, "", client._fence_ttl_ms)
-  if not r then return nil, err end
+  local r, err, kind = client:_open():script("sem_limit", keys.permits, keys.limit, "", client._fence_ttl_ms)
+  if not r then return errors.fail(err, kind) end
   return { limit = r[1] >= 0 and r[1] or self.permits, in_use = r[2] }
 end
 
@@ -75,9 +76,9 @@ function _M.install(Client)
     local ch = self:_open()
     self:poll()
     local keys = keysmod.semaphore(self._prefix, name)
-    local r, err = ch:script("sem_limit", keys.permits, keys.limit, string.format("%d", permits),
+    local r, err, kind = ch:script("sem_limit", keys.permits, keys.limit, string.format("%d", permits),
       self._fence_ttl_ms)
-    if not r then return nil, err end
+    if not r then return errors.fail(err, kind) end
     return setmetatable({ name = name, permits = permits, _client = self, _keys = keys }, Semaphore)
   end
 end
