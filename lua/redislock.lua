@@ -66,9 +66,19 @@ local function check_hosts(argname, list)
   check_type("connect", argname, list, "table")
   if #list == 0 then argerror("connect", argname, "at least one \"host:port\" expected") end
   for i, h in ipairs(list) do
-    if type(h) ~= "string" or not (h:match("^[^:%[%]]+:%d+$") or h:match("^%[[%x:%.]+%]:%d+$")) then
+    local host = type(h) == "string" and (h:match("^%[([%x:%.]+)%]:%d+$") or h:match("^([^:%[%]]+):%d+$"))
+    if not host or not url.valid_host(host) then
       argerror("connect", argname, "\"host:port\" expected at [" .. i .. "], got " .. tostring(h))
     end
+  end
+end
+
+-- A host that is no name or address (a space, a control byte) is refused
+-- here, before anything looks it up.
+local function check_host(argname, host)
+  checks.check_string("connect", argname, host, true)
+  if host ~= nil and not url.valid_host(host) then
+    argerror("connect", argname, "not a host name or address")
   end
 end
 
@@ -108,7 +118,7 @@ local function endpoint(opts)
   else
     for _, f in ipairs(ENDPOINT_FIELDS) do cfg[f] = opts[f] end
   end
-  checks.check_string("connect", "host", cfg.host, true)
+  check_host("host", cfg.host)
   checks.check_string("connect", "path", cfg.path, true)
   check_type("connect", "username", cfg.username, "string", true)
   check_type("connect", "password", cfg.password, "string", true)
@@ -179,7 +189,7 @@ local function redlock_connect(opts, settings, cfg)
     else
       argerror("connect", where, "url or table expected, got " .. type(m))
     end
-    checks.check_string("connect", where .. ".host", m.host, true)
+    check_host(where .. ".host", m.host)
     checks.check_string("connect", where .. ".path", m.path, true)
     if m.port ~= nil then checks.check_integer("connect", where .. ".port", m.port, 1, 65535) end
     if m.db ~= nil then checks.check_integer("connect", where .. ".db", m.db, 0, 2 ^ 20) end

@@ -14,6 +14,7 @@
 local redislock = require "redislock"
 local core = require "redislock.core"
 local options = require "redislock.cli_options"
+local lockmod = require "redislock.lock"
 
 local usage, spec_of, parse = options.usage, options.spec_of, options.parse
 local check_name, one_name = options.check_name, options.one_name
@@ -194,8 +195,9 @@ local function check_run(opts, rest)
   if conflict ~= math.floor(conflict) or conflict > 255 then
     usage("--conflict-exit-code must be an integer 0-255")
   end
-  if opts.ttl and not (opts.ttl >= 0.001 and opts.ttl <= 2 ^ 31) then
-    usage("--ttl must be between 0.001 and 2147483648")
+  -- (the library's range, in the same words: one minimum)
+  if opts.ttl and not (opts.ttl >= lockmod.MIN_TTL and opts.ttl <= lockmod.MAX_TTL) then
+    usage(string.format("--ttl must be between %g and %.0f seconds", lockmod.MIN_TTL, lockmod.MAX_TTL))
   end
   if opts.wait and opts.wait > 2 ^ 31 then usage("--wait must be at most 2147483648") end
   if opts.nonblock and opts.wait and opts.wait > 0 then usage("-n and -w exclude each other") end

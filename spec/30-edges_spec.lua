@@ -1,0 +1,89 @@
+-- The contract at the edges (issue 25, part 1): messages that name what is
+-- wrong, Prometheus text that stays valid for any bytes, callbacks that
+-- yield, signals during a wait, a guard killed by SIGKILL.
+local helpers = require "spec.helpers"
+local redislock = require "redislock"
+local quote = helpers.quote
+
+local BIN = "bin/redislock"
+
+local function args_of(...)
+  local parts = {}
+  for _, a in ipairs({ ... }) do parts[#parts + 1] = quote(a) end
+  return table.concat(parts, " ")
+end
+
+describe("messages that say what is wrong", function()
+  local srv
+  setup(function() srv = helpers.start_redis() end)
+  teardown(function() srv:stop() end)
+
+  local function cli(...)
+    local p = helpers.spawn("REDISLOCK_URL=" .. quote(srv.url) .. " " .. quote(helpers.lua_bin) .. " " .. BIN
+      .. " " .. args_of(...))
+    local code = p:wait(20)
+    return code, p:stdout(), p:stderr()
+  end
+
+  it("one minimum ttl, in the command line's words and the library's", function()
+    local code0, _, err0 = cli("run", "--ttl", "0", "m", "--", "true")
+    local code1, _, err1 = cli("run", "--ttl", "0.01", "m", "--", "true")
+    assert.equal(2, code0)
+    assert.equal(2, code1)
+    assert.matches("^redislock: %-%-ttl must be between 0.05 and 2147483648 seconds", err0)
+    assert.equal(err0, err1)
+    local c = assert(redislock.connect { url = srv.url })
+    local ok, err = pcall(c.acquire, c, "m", { ttl = 0.01 })
+    assert.is_false(ok)
+    assert.matches("'ttl' to 'acquire' %(must be between 0.05 and 2147483648%)", err)
+    c:close()
+    -- the shortest ttl it names works
+    code0 = cli("run", "--ttl", "0.05", "m", "--", "true")
+    assert.equal(0, code0)
+  end)
+
+  it("a bad url names the part that is wrong", function()
+    local function raised(u)
+      local ok, err = pcall(redislock.connect, { url = u })
+      assert.is_false(ok, u)
+      return err
+    end
+    assert.matches("port must be a number 1%-65535, got 'abc'", raised("redis://127.0.0.1:abc"))
+    assert.matches("port must be a number 1%-65535, got '99999'", raised("redis://127.0.0.1:99999"))
+    -- a colon with no port is refused, not read as 6379
+    assert.matches("port expected after ':'", raised("redis://127.0.0.1:"))
+    assert.matches("port expected after ':'", raised("redis://:pw@[::1]:/0"))
+    assert.matches("host expected", raised("redis://:6379"))
+    assert.matches("in the host list", raised("redis+cluster://127.0.0.1:7000,127.0.0.1:x"))
+    -- the password is never shown, whatever part is wrong
+    assert.is_nil(raised("redis://:secretpw@127.0.0.1:abc"):find("secretpw", 1, true))
+  end)
+
+  it("refuses a host that is no name or address before any lookup", function()
+    local bad = { "a b", "a\tb", "a\0b", "a/b", "host\n", "h\xe9" }
+    for _, h in ipairs(bad) do
+      local t0 = helpers.monotime()
+      local ok, err = pcall(redislock.connect, { host = h, port = srv.port, connect_timeout = 5 })
+      assert.is_false(ok, h)
+      assert.matches("bad argument 'host' to 'connect' %(not a host name or address%)", err)
+      assert.is_true(helpers.monotime() - t0 < 0.5)
+      if not h:find("/", 1, true) then   -- (in a url, '/' starts the database)
+        ok, err = pcall(redislock.connect, { url = "redis://" .. h .. ":" .. srv.port })
+        assert.is_false(ok, h)
+        assert.matches("is not a host name or address", err)
+      end
+    end
+    for _, list in ipairs({ { "a b:26379" }, { "127.0.0.1:1", "x y:2" } }) do
+      assert.is_false((pcall(redislock.connect, { sentinels = list, master = "m" })))
+      assert.is_false((pcall(redislock.connect, { cluster = list })))
+    end
+    assert.is_false((pcall(redislock.connect, { redlock = { { host = "a b", port = 1 }, srv.url, srv.url } })))
+    -- names, IPv4 and IPv6 addresses are fine
+    for _, h in ipairs({ "localhost", "127.0.0.1", "::1", "redis-1.example_internal" }) do
+      assert.is_true(require("redislock.url").valid_host(h), h)
+    end
+    local code, _, err = cli("run", "--url", "redis://a b:6379", "m", "--", "true")
+    assert.equal(2, code)
+    assert.matches("^redislock: [^\n]*host 'a b' is not a host name or address", err)
+  end)
+end)
