@@ -87,3 +87,53 @@ describe("messages that say what is wrong", function()
     assert.matches("^redislock: [^\n]*host 'a b' is not a host name or address", err)
   end)
 end)
+
+describe("Prometheus text for any bytes", function()
+  local prometheus = require "spec.support.prometheus"
+  local srv, c
+  setup(function()
+    srv = helpers.start_redis()
+    c = assert(redislock.connect { url = srv.url })
+  end)
+  teardown(function()
+    c:close()
+    srv:stop()
+  end)
+
+  it("a label value that is not UTF-8 still gives valid lines", function()
+    local bad = "caf" .. string.char(0xe9) .. " " .. string.char(0xff, 0xc0, 0xaf, 0xed, 0xa0, 0x80)
+    local text = c:metrics({ labels = { app = bad } })
+    local p = prometheus.parse(text)
+    local replacement = string.char(0xef, 0xbf, 0xbd)
+    for _, smp in ipairs(p.samples) do
+      assert.equal("caf" .. replacement .. " " .. replacement:rep(6), smp.labels.app)
+    end
+    if utf8 then
+      for line in text:gmatch("[^\n]+") do assert.truthy(utf8.len(line), line) end
+    end
+    -- valid UTF-8 is kept as it is
+    local ok = "caf" .. string.char(0xc3, 0xa9)
+    p = prometheus.parse(c:metrics({ labels = { app = ok } }))
+    assert.equal(ok, p.samples[1].labels.app)
+  end)
+
+  it("a label value is bounded: a 10 MB label costs what a short one does", function()
+    local short = #c:metrics({ labels = { app = "x" } })
+    local huge = string.rep("y", 10 * 1024 * 1024)
+    local t0 = helpers.monotime()
+    local text = c:metrics({ labels = { app = huge } })
+    assert.is_true(helpers.monotime() - t0 < 1)
+    local p = prometheus.parse(text)
+    local v = p.samples[1].labels.app
+    assert.equal(require("redislock.metrics").MAX_LABEL_BYTES, #v)
+    assert.matches("^y+%.%.%.$", v)
+    assert.is_true(#text < short + #p.samples * 300, #text .. " bytes")
+    -- a cut never splits a character
+    local e = string.char(0xc3, 0xa9)
+    p = prometheus.parse(c:metrics({ labels = { app = e:rep(1000) } }))
+    v = p.samples[1].labels.app
+    assert.matches("%.%.%.$", v)
+    assert.equal(0, (#v - 3) % 2)
+    if utf8 then assert.truthy(utf8.len(v)) end
+  end)
+end)
