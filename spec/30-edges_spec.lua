@@ -137,3 +137,60 @@ describe("Prometheus text for any bytes", function()
     if utf8 then assert.truthy(utf8.len(v)) end
   end)
 end)
+
+describe("callbacks that yield", function()
+  local srv
+  setup(function() srv = helpers.start_redis() end)
+  teardown(function() srv:stop() end)
+
+  -- Three locks lost in one batch; the first callback yields in a
+  -- coroutine that is never resumed.
+  local function three_lost(c, opts)
+    local locks = {}
+    for i = 1, 3 do
+      locks[i] = assert(c:acquire("yield:" .. i, { ttl = 0.5, on_lost = opts.on_lost }))
+    end
+    for i = 1, 3 do srv:cli_raw("DEL", locks[i]._keys.lock) end
+    -- every report is waiting in C before anything takes them: one batch
+    helpers.sleep(1.2)
+    return locks
+  end
+
+  it("on_lost: every report is delivered, and every lock is lost at once", function()
+    local c = assert(redislock.connect { url = srv.url })
+    local called = {}
+    local locks = three_lost(c, { on_lost = function(lock)
+      called[#called + 1] = lock.name
+      coroutine.yield()
+    end })
+    local stuck = coroutine.create(function() c:poll() end)
+    assert(coroutine.resume(stuck))
+    assert.equal("suspended", coroutine.status(stuck))   -- never resumed
+    assert.equal(1, #called)
+    for i = 1, 3 do assert.is_false(locks[i]:held()) end
+    -- the next calls deliver the others, one per yield
+    for _ = 1, 3 do assert(coroutine.resume(coroutine.create(function() c:poll() end))) end
+    table.sort(called)
+    assert.same({ "yield:1", "yield:2", "yield:3" }, called)
+    c:close()
+  end)
+
+  it("on_event: a callback that yields loses no event", function()
+    local seen = {}
+    local c = assert(redislock.connect { url = srv.url, on_event = function(event, f)
+      if event == "lost" then
+        seen[#seen + 1] = f.name
+        coroutine.yield()
+      end
+    end })
+    local locks = three_lost(c, {})
+    assert(coroutine.resume(coroutine.create(function() c:poll() end)))
+    assert.equal(1, #seen)
+    for _ = 1, 3 do assert(coroutine.resume(coroutine.create(function() c:poll() end))) end
+    table.sort(seen)
+    -- (before held(), which would find each loss again by itself)
+    assert.same({ "yield:1", "yield:2", "yield:3" }, seen)
+    for i = 1, 3 do assert.is_false(locks[i]:held()) end
+    c:close()
+  end)
+end)

@@ -69,7 +69,7 @@ function Client:poll()
   local ch = self._conn
   if self._on_event then events.deliver(self, ch) end   -- [events] the C side's, first
   local reports = ch:losses()
-  if not reports then return 0 end
+  if not reports and not self._lost_queue and not self._event_queue then return 0 end
   return losses.deliver(self, reports, self._locks)
 end
 
