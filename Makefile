@@ -58,7 +58,7 @@ SRCS    = csrc/core.c csrc/client.c csrc/client_connect.c csrc/client_quorum.c c
           csrc/native_cmd.c csrc/native_detect.c \
           csrc/watchdog.c csrc/wd_thread.c csrc/wd_link.c csrc/wd_sched.c \
           csrc/wd_ids.c csrc/wd_heap.c csrc/wd_loss.c csrc/wd_fork.c csrc/proc_id.c \
-          csrc/counters.c csrc/evq.c csrc/wd_events.c csrc/client_events.c csrc/hist.c
+          csrc/counters.c csrc/evq.c csrc/wd_events.c csrc/client_events.c csrc/hist.c csrc/intr.c
 HDRS    = $(wildcard csrc/*.h) build/scripts_gen.h
 SCRIPTS = $(sort $(wildcard lua/redislock/scripts/*.lua))
 LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lua))
@@ -99,7 +99,7 @@ CTEST_CFLAGS = -std=c99 -D_POSIX_C_SOURCE=200809L $(WARN) $(HIREDIS_CFLAGS) -Ics
 CTEST_LIBS   = $(HIREDIS_LIBS) -lpthread
 
 CONN_SRCS = csrc/conn.c csrc/conn_wait.c csrc/conn_handshake.c csrc/conn_fork.c csrc/reply_fast.c csrc/resp.c csrc/sock.c csrc/resolve.c csrc/proc_id.c \
-            csrc/counters.c $(CTEST_SRCS)
+            csrc/counters.c csrc/intr.c $(CTEST_SRCS)
 
 # Each test and the core sources it links (plain, and with ASan + UBSan
 # for make sanitize).

@@ -69,7 +69,7 @@ static void router_fail_conn(router *r, const conn *c) {
  * again before the next request. Sentinel: nobody writes to that master
  * until the sentinels confirm one again (topo_doubt). */
 static void router_suspect(router *r) {
-    if (r->t->mode == TOPO_SINGLE) return;
+    if (r->t->mode == TOPO_SINGLE || r->err == CONN_EINTR) return;   /* (ours, not the node's) */
     r->stale = 1;
     if (r->snap) topo_doubt(r->t, r->snap->epoch);
 }
@@ -263,7 +263,7 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             /* not sent: after a refresh the node may be another one */
             router_fail_conn(r, c);
             router_suspect(r);
-            if (r->t->mode == TOPO_SINGLE || refreshed || deadline_passed(deadline)) break;
+            if (r->t->mode == TOPO_SINGLE || refreshed || deadline_passed(deadline) || r->err == CONN_EINTR) break;
             continue;
         }
         native.op = 0;

@@ -194,3 +194,125 @@ describe("callbacks that yield", function()
     c:close()
   end)
 end)
+
+describe("a signal during a wait", function()
+  local srv, admin
+  setup(function()
+    srv = helpers.start_redis()
+    admin = assert(redislock.connect { url = srv.url })
+  end)
+  teardown(function()
+    admin:close()
+    srv:stop()
+  end)
+
+  -- What Redis holds for `name` besides the holder's lock key: a waiter
+  -- that stopped must have left no grant, no place in a line.
+  local function residue(name)
+    local out = {}
+    for _, k in ipairs({ ":queue", ":queue:deadlines", ":queue:leases" }) do
+      if srv:cli_raw("EXISTS", "{" .. name .. "}" .. k) == "1" then out[#out + 1] = k end
+    end
+    return table.concat(out, " ")
+  end
+
+  -- Started with SIGINT at its default disposition (the spec's own
+  -- background processes start with it ignored), so the interpreter's own
+  -- handler is in place, as at a terminal.
+  local DEFAULT_INT = "env --default-signal=INT,TERM "
+
+  -- Takes `name` for a while, in this process.
+  local function hold(name)
+    return assert(admin:acquire(name, { ttl = 30 }))
+  end
+
+  -- Waits until `p` blocks in the wait (its BLPOP, or its backoff sleeps).
+  local function blocked(p, settle)
+    helpers.sleep(settle or 0.6)
+    assert.is_true(p:alive(), p:stderr())
+  end
+
+  it("redislock run: Ctrl-C ends the wait at once, exit 130, no traceback, nothing left", function()
+    local name = "sig:cli"
+    local held = hold(name)
+    for _, extra in ipairs({ {}, { "--ttl", "0.5" } }) do   -- (a short ttl: the plain wait)
+      local args = { "run", "-w", "30" }
+      for _, a in ipairs(extra) do args[#args + 1] = a end
+      args[#args + 1] = name
+      args[#args + 1] = "--"
+      args[#args + 1] = "true"
+      local p = helpers.spawn("REDISLOCK_URL=" .. quote(srv.url) .. " " .. DEFAULT_INT .. BIN .. " "
+        .. args_of((table.unpack or unpack)(args))) -- luacheck: ignore 143
+      blocked(p)
+      local t0 = helpers.monotime()
+      helpers.kill(p.pid, "INT")
+      assert.equal(130, p:wait(5))
+      assert.is_true(helpers.monotime() - t0 < 1, string.format("took %.2f s", helpers.monotime() - t0))
+      assert.equal("", p:stderr())
+      assert.equal(held.token, srv:cli_raw("GET", "{" .. name .. "}"))
+    end
+    -- SIGTERM the same way: 143
+    local p = helpers.spawn("REDISLOCK_URL=" .. quote(srv.url) .. " " .. DEFAULT_INT .. BIN .. " "
+      .. args_of("run", "--wait", "30", name, "--", "true"))
+    blocked(p)
+    helpers.kill(p.pid, "TERM")
+    assert.equal(143, p:wait(5))
+    assert.equal("", p:stderr())
+    held:release()
+    assert.equal("0", srv:cli_raw("EXISTS", "{" .. name .. "}"))
+  end)
+
+  it("acquire{wait = 20} under lua5.4: SIGINT raises interrupted! at once, on every kind of wait", function()
+    local modes = {
+      notify = "{ wait = 20, ttl = 5 }",
+      plain = "{ wait = 20, ttl = 0.5 }",
+      poll = "{ wait = 20, notify = false }",
+      fair = "{ wait = 20, fair = true }",
+    }
+    for mode, opts in pairs(modes) do
+      local name = "sig:lua:" .. mode
+      local held = hold(name)
+      local p = helpers.spawn(DEFAULT_INT .. helpers.lua_cmd(([[
+        local redislock = require "redislock"
+        local c = assert(redislock.connect { url = %q })
+        local l, err = c:acquire(%q, %s)
+        print("returned", l, err)
+      ]]):format(srv.url, name, opts)))
+      blocked(p)
+      local t0 = helpers.monotime()
+      helpers.kill(p.pid, "INT")
+      assert.equal(1, p:wait(5), mode)
+      assert.is_true(helpers.monotime() - t0 < 1, mode .. string.format(": took %.2f s", helpers.monotime() - t0))
+      assert.matches("interrupted!", p:stderr(), 1, true)
+      assert.equal("", p:stdout(), mode)
+      assert.equal(held.token, srv:cli_raw("GET", "{" .. name .. "}"), mode)
+      assert.equal("", residue(name), mode)
+      held:release()
+    end
+  end)
+
+  it("a lock granted as the signal came is given back", function()
+    -- The holder releases just as the waiter is interrupted, many times:
+    -- whatever the waiter was granted in between never stays behind.
+    local name = "sig:race"
+    for i = 1, 6 do
+      local held = hold(name)
+      local p = helpers.spawn(DEFAULT_INT .. helpers.lua_cmd(([[
+        local redislock = require "redislock"
+        local c = assert(redislock.connect { url = %q })
+        local l = c:acquire(%q, { wait = 20, ttl = 30, watchdog = false })
+        if l then io.stdout:write("took\n") io.stdout:flush() require("redislock.core").sleep(30) end
+      ]]):format(srv.url, name)))
+      blocked(p, 0.4)
+      helpers.sleep(i * 0.002)
+      held:release()
+      helpers.kill(p.pid, "INT")
+      assert.equal(1, p:wait(5))
+      -- (a waiter that took it before the signal holds it: its own to release)
+      if p:stdout() ~= "took\n" then
+        assert.equal("0", srv:cli_raw("EXISTS", "{" .. name .. "}"), "left behind on round " .. i)
+      end
+      srv:cli_raw("DEL", "{" .. name .. "}")
+    end
+  end)
+end)

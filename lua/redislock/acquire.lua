@@ -165,7 +165,7 @@ return function(Client)
   -- ends at the caller's deadline (see channel:block).
   function Client:_wait_release(signal, seconds, exact, spin)
     local r, err, kind = self._conn:block(signal, seconds, exact, spin)
-    if r == nil and kind ~= "timeout" then return nil, err end
+    if r == nil and kind ~= "timeout" then return nil, err, kind end
     return true, r or nil
   end
 
@@ -325,6 +325,8 @@ return function(Client)
     if sent == nil then
       -- the attempt may have run: take back what it may have granted
       if unsent ~= "unsent" then self:_release_keys(keys, token) end
+      -- (a wait a signal ended: the call ends with it)
+      if r == "interrupted" then return false, nil, nil, v end
       return false
     end
     local woken = v ~= nil   -- (nil: Redis refused the BLPOP, it did not wait)
@@ -335,33 +337,21 @@ return function(Client)
       max_hold and max_hold + (monotime() - t0))
   end
 
-  -- client:acquire, with argument errors naming `fname` (acquire or with_lock).
-  local function acquire(self, fname, name, opts)
-    local ttl, wait, spin, max_hold
-    opts, ttl, wait, spin, max_hold = settings(fname, name, opts)
-    Client.poll(self)   -- (raises once the client is closed; not through __index: the hot path)
+  -- Did a signal end the call (intr.h)? Its err then starts with the word.
+  local function interrupted(err)
+    return type(err) == "string" and err:sub(1, 11) == "interrupted"
+  end
+  local STOPPED = "interrupted: a signal ended the wait"
 
-    local keys = self._keys_of(name)
-    -- One token for the whole call: it is also a fair waiter's place in
-    -- line. A reentrant lock's is its owner's.
-    local token = opts.reentrant and (opts.owner or self:_owner()) or new_token()
-    if not token then token = assert(new_token()) end   -- (raises with the reason)
-    if wait == 0 then
-      -- one attempt, no loop (the uncontended path)
-      local t_call = monotime()
-      local lock, err = try(self, name, keys, token, ttl, "poll", opts, max_hold, t_call, true)
-      metrics.acquire_done(self, name, lock, err, t_call, 0)   -- [metrics]
-      if lock then return lock end
-      return errors.fail(err)
-    end
-    local mode = opts.fair and wait > 0 and "fair"
-      or (wait > 0 and opts.notify ~= false) and "notify" or "poll"
+  -- Waits for the lock: attempts until taken or `wait` passed. Returns the
+  -- lock | nil, err; and the failed attempts.
+  local function wait_loop(self, name, keys, token, ttl, wait, spin, max_hold, opts, mode, t_call)
     local signal = mode == "fair" and keys.signal .. ":" .. token or keys.signal
-    local t_call = monotime()
     local deadline = t_call + wait
     local attempt = 0
     local lock, err, holder_ms
     local tried   -- a refusal wait_try brought: it stands for the next attempt
+    local ch = self._conn
     while true do
       local t_try = monotime()
       if tried then
@@ -369,7 +359,7 @@ return function(Client)
       else
         lock, err, holder_ms = try(self, name, keys, token, ttl, mode, opts, max_hold, t_try, attempt == 0)
       end
-      if lock or wait == 0 then break end
+      if lock or interrupted(err) then break end
       local now = monotime()
       if now >= deadline then
         if err == "busy" then err = "timeout" end
@@ -386,7 +376,7 @@ return function(Client)
       -- one BLPOP at most an hour: a huge `wait` just loops
       limit = math.min(limit, 3600)
       local free_now = err == "busy" and (holder_ms == 0 or (holder_ms == -2 and mode ~= "fair"))
-      local woken, handed = false, nil
+      local woken, handed, werr, wkind = false, nil, nil, nil
       local ran, got, gerr, gms
       local waits = mode ~= "poll" and err == "busy" and not free_now and limit >= 0.001
       if waits and mode == "notify" then
@@ -398,16 +388,21 @@ return function(Client)
       end
       if waits then
         local t_block = monotime()
-        woken, handed = self:_wait_release(signal, limit, limit >= deadline - now,
+        woken, handed, wkind = self:_wait_release(signal, limit, limit >= deadline - now,
           spin or auto_spin(self, name))
         if handed then saw_wait(self, name, monotime() - t_block) end
+        if woken == nil then werr = handed end
       end
-      if ran then
+      local slept = true
+      if wkind == "interrupted" then
+        err = werr
+        break
+      elseif ran then
         -- the attempt queued behind the wait ran: its outcome is this round's
         lock, err, holder_ms, tried = got, gerr, gms, true
-        if lock then break end
+        if lock or interrupted(err) then break end
         -- a wait Redis refused at once (a wrong type, an ACL): no hot loop
-        if not woken then self._conn:sleep(math.min(backoff.delay(attempt), limit)) end
+        if not woken then slept = ch:sleep(math.min(backoff.delay(attempt), limit)) end
       elseif mode == "fair" and handed then
         -- A release handed us the lock with a short lease. It did so after
         -- our last attempt ran (which cleared any older hand-over), so the
@@ -424,17 +419,61 @@ return function(Client)
         end
         if lock then break end
       elseif free_now then
-        if holder_ms == 0 then self._conn:sleep(0.001) end
+        if holder_ms == 0 then slept = ch:sleep(0.001) end
       elseif not woken then
-        self._conn:sleep(math.min(backoff.delay(attempt), limit))
+        slept = ch:sleep(math.min(backoff.delay(attempt), limit))
+      end
+      if slept == false then   -- (a signal ended the sleep: intr.h)
+        err = STOPPED
+        break
       end
     end
-    if not lock and mode == "fair" then
+    return lock, err, attempt
+  end
+
+  -- What a call that ended without a lock, or raised (an interrupt, an
+  -- error in a callback), takes back: a grant it may have got (an attempt
+  -- whose reply never came back to us), its place in a fair line. Not for a
+  -- reentrant lock: its token is the owner's, whose other holds stay.
+  local function undo(self, keys, token, mode, opts)
+    if opts.reentrant then return end
+    if mode == "fair" then
       -- Leave the line; if a release handed us the lock just now, releasing
       -- it hands it on to the next in line.
       self._conn:script("dequeue", keys.queue, keys.deadlines, keys.leases, token)
-      self:_release_keys(keys, token)
     end
+    self:_release_keys(keys, token)
+  end
+
+  -- client:acquire, with argument errors naming `fname` (acquire or with_lock).
+  local function acquire(self, fname, name, opts)
+    local ttl, wait, spin, max_hold
+    opts, ttl, wait, spin, max_hold = settings(fname, name, opts)
+    Client.poll(self)   -- (raises once the client is closed; not through __index: the hot path)
+
+    local keys = self._keys_of(name)
+    -- One token for the whole call: it is also a fair waiter's place in
+    -- line. A reentrant lock's is its owner's.
+    local token = opts.reentrant and (opts.owner or self:_owner()) or new_token()
+    if not token then token = assert(new_token()) end   -- (raises with the reason)
+    local t_call = monotime()
+    -- Protected: a signal's hook (intr.h) may raise inside, after a grant
+    -- whose reply it cut off; nothing granted to this token may stay then.
+    local ok, lock, err, attempt, mode
+    if wait == 0 then
+      -- one attempt, no loop (the uncontended path)
+      mode, attempt = "poll", 0
+      ok, lock, err = pcall(try, self, name, keys, token, ttl, "poll", opts, max_hold, t_call, true)
+    else
+      mode = opts.fair and "fair" or opts.notify ~= false and "notify" or "poll"
+      ok, lock, err, attempt = pcall(wait_loop, self, name, keys, token, ttl, wait, spin, max_hold, opts, mode,
+        t_call)
+    end
+    if not ok then
+      pcall(undo, self, keys, token, mode, opts)
+      error(lock, 0)
+    end
+    if not lock and (mode == "fair" or interrupted(err)) then undo(self, keys, token, mode, opts) end
     metrics.acquire_done(self, name, lock, err, t_call, attempt)   -- [metrics]
     if lock then return lock end
     return errors.fail(err)

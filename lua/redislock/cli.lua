@@ -15,6 +15,7 @@ local redislock = require "redislock"
 local core = require "redislock.core"
 local options = require "redislock.cli_options"
 local lockmod = require "redislock.lock"
+local errors = require "redislock.errors"
 
 local usage, spec_of, parse = options.usage, options.spec_of, options.parse
 local check_name, one_name = options.check_name, options.one_name
@@ -308,13 +309,46 @@ local function cmd_run(args, launch)
   -- handler in place; without it, SIGINT's first state is unknown.
   local ignored = core.ignored_signals(launch and launch.sigign)
 
+  -- (ignored from here on, the wait included)
+  local ignore = numbers_of(ignored)
+  core.ignore_signals(ignore)
   local client, code = connect(opts, url)
   if not client then return code end
   local t0 = core.monotime()
-  local lock, err = client:acquire(name, { ttl = opts.ttl or 30, wait = opts.wait or 0 })
+  local watched = { "CHLD" }
+  for _, sig in ipairs(FORWARDED) do
+    if not ignored[sig] then watched[#watched + 1] = sig end
+  end
+  -- Ctrl-C (SIGINT) and SIGTERM end the wait at once, as with flock: the
+  -- library gives back whatever the wait may have been granted, and we
+  -- die of that signal (130, 143). From the signalfd on, they are read
+  -- there instead (and passed on to the job).
+  local stops = {}
+  for _, sig in ipairs({ "INT", "TERM" }) do
+    if not ignored[sig] then stops[#stops + 1] = sig end
+  end
+  core.stop_on(stops)
+  local ok, lock, err, sfd = pcall(function()
+    local l, e = client:acquire(name, { ttl = opts.ttl or 30, wait = opts.wait or 0 })
+    -- Signals become readable on a signalfd; the child gets them unblocked.
+    local fd = l and assert(core.signalfd(watched))
+    core.stop_on(nil)
+    return l, e, fd
+  end)
+  local stopped = core.stop_on(nil)
+  if not ok then
+    -- A lock the acquire got but could not hand back (the signal came as
+    -- it returned) is registered with the client all the same.
+    for _, l in pairs(client._locks or {}) do pcall(l.release, l) end
+    client:close()
+    if not stopped then error(lock, 0) end
+    core.die_by(stopped)
+    return 128 + core.signum(stopped)
+  end
   if not lock then
     client:close()
-    if err == "busy" or err == "timeout" then
+    local kind = errors.kind_of(err)
+    if kind == "busy" or kind == "timeout" then
       -- Silent by default, like flock -n: cron mails whatever a job prints.
       if opts.verbose then say(io.stderr, "redislock: ", name, " is held elsewhere (", err, ")") end
       return conflict
@@ -327,14 +361,6 @@ local function cmd_run(args, launch)
     for _, w in ipairs(warnings_of(client)) do say(io.stderr, "redislock: warning: ", w) end
   end
 
-  local ignore = numbers_of(ignored)
-  core.ignore_signals(ignore)
-  local watched = { "CHLD" }
-  for _, sig in ipairs(FORWARDED) do
-    if not ignored[sig] then watched[#watched + 1] = sig end
-  end
-  -- Signals become readable on a signalfd; the child gets them unblocked.
-  local sfd = assert(core.signalfd(watched))
   local rfd, wfd
   if not opts.close then
     assert(core.subreaper())

@@ -42,6 +42,8 @@ exited). Those a terminal sends to the whole foreground group (^C, ^\,
 hangup) reached COMMAND already and are not sent again. A signal ignored
 when redislock started (nohup, `cmd &` in sh) stays ignored in COMMAND.
 If redislock itself dies, even by SIGKILL, COMMAND gets --death-signal.
+SIGINT (Ctrl-C) or SIGTERM while waiting for the lock end the wait at
+once: nothing is left taken, and redislock dies of that signal (130, 143).
 
 options:
   --url URL                 Redis URL (default: $REDISLOCK_URL); repeated:

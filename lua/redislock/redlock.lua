@@ -221,7 +221,9 @@ function RedlockClient:_acquire(fname, name, opts)
       attempt = attempt + 1
       local limit = deadline - now
       if holder_ms then limit = math.min(limit, holder_ms / 1000) end
-      self._conn:sleep(math.max(0, math.min(backoff.delay(attempt), limit)))
+      if self._conn:sleep(math.max(0, math.min(backoff.delay(attempt), limit))) == false then
+        return nil, "interrupted: a signal ended the wait"   -- (csrc/intr.h)
+      end
     end
   end)
   if not ok then

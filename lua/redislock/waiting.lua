@@ -79,13 +79,20 @@ function _M.run(client, name, try, signal, wait, opts, heartbeat)
     -- holder_ms: until the share in the way ends at most (0: within a
     -- millisecond; negative: none known)
     if holder_ms and holder_ms > 0 then limit = min(limit, holder_ms / 1000) end
+    local slept, werr, wkind
     if err == "busy" and holder_ms == 0 then
-      ch:sleep(0.001)
+      slept = ch:sleep(0.001)
     elseif notify and err == "busy" and limit >= 0.001 then
-      local woken = client:_wait_release(signal, limit, limit >= deadline - now, opts.spin)
-      if not woken then ch:sleep(min(backoff.delay(attempt), limit)) end
+      local woken
+      woken, werr, wkind = client:_wait_release(signal, limit, limit >= deadline - now, opts.spin)
+      if not woken and wkind ~= "interrupted" then slept = ch:sleep(min(backoff.delay(attempt), limit)) end
     else
-      ch:sleep(min(backoff.delay(attempt), limit))
+      slept = ch:sleep(min(backoff.delay(attempt), limit))
+    end
+    if wkind == "interrupted" or slept == false then   -- (a signal: csrc/intr.h)
+      err = wkind and werr or "interrupted: a signal ended the wait"
+      metrics.acquire_done(client, name, nil, err, t_call, attempt)   -- [metrics]
+      return nil, err
     end
   end
 end
@@ -114,7 +121,13 @@ function _M.acquire(owner, fname, opts, kind, signal, attempt, heartbeat, on_gra
     if lock and on_grant then on_grant(lock, r) end
     return lock, gerr
   end
-  local lock, err = _M.run(client, name, try, signal, wait, opts, heartbeat)
+  -- Protected: a signal's hook (csrc/intr.h) may raise inside, after a
+  -- grant whose reply it cut off: the share is given back then.
+  local ok, lock, err = pcall(_M.run, client, name, try, signal, wait, opts, heartbeat)
+  if not ok then
+    pcall(kind.release, client, keys, token)
+    error(lock, 0)
+  end
   return lock, err, token
 end
 
