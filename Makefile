@@ -52,7 +52,7 @@ ALL_CFLAGS  = -std=c99 -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L \
 ALL_LDFLAGS = -shared $(LDFLAGS)
 LIBS        = $(HIREDIS_LIBS) -lpthread -lm
 
-SRCS    = csrc/core.c csrc/client.c csrc/client_connect.c csrc/client_quorum.c csrc/client_topo.c csrc/client_native.c csrc/client_wait.c csrc/luaval.c csrc/watch.c csrc/process.c csrc/process_signal.c csrc/process_fd.c \
+SRCS    = csrc/core.c csrc/client.c csrc/client_connect.c csrc/client_quorum.c csrc/client_topo.c csrc/client_native.c csrc/client_wait.c csrc/luaval.c csrc/watch.c csrc/process.c csrc/process_signal.c csrc/process_fd.c csrc/process_leader.c \
           csrc/sock.c csrc/resolve.c csrc/resp.c csrc/reply_fast.c csrc/conn.c csrc/conn_wait.c csrc/conn_handshake.c csrc/conn_fork.c csrc/script.c csrc/script_load.c csrc/token.c \
           csrc/slot.c csrc/topo.c csrc/sentinel.c csrc/sentinel_watch.c csrc/cluster.c csrc/router.c csrc/route_wait.c csrc/fanout.c \
           csrc/native_cmd.c csrc/native_detect.c \

@@ -316,3 +316,68 @@ describe("a signal during a wait", function()
     end
   end)
 end)
+
+describe("a guard killed by SIGKILL", function()
+  local srv
+  setup(function() srv = helpers.start_redis() end)
+  teardown(function() srv:stop() end)
+
+  local function cli(...)
+    return "REDISLOCK_URL=" .. quote(srv.url) .. " " .. quote(helpers.lua_bin) .. " " .. BIN .. " " .. args_of(...)
+  end
+
+  local function pid_in(path)
+    local text = helpers.wait_until(function() return helpers.read_file(path) end, 5, 0.01)
+    return tonumber(assert(text, path):match("%d+"))
+  end
+
+  -- The job's group leader: the guard's child named redislock-job.
+  local function leader_of(guard)
+    return helpers.wait_until(function()
+      local out = helpers.sh("pgrep -P " .. guard .. " -x redislock-job")
+      return tonumber(out:match("%d+"))
+    end, 5, 0.01)
+  end
+
+  local function gone(pid, seconds)
+    return helpers.wait_until(function() return not helpers.alive(pid) end, seconds or 3, 0.02)
+  end
+
+  it("takes every process of the job with it: the death signal to its group, then SIGKILL", function()
+    local dir = helpers.tmpdir()
+    local p = helpers.spawn(cli("run", "--ttl", "2", "--kill-after", "1", "job:kill9", "--", "bash", "-c",
+      "sleep 30 & echo $! > " .. dir .. "/bg; sleep 31 & echo $! > " .. dir .. "/fg; " ..
+      "(trap '' TERM; exec sleep 32) & echo $! > " .. dir .. "/deaf; wait"))
+    local bg, fg, deaf = pid_in(dir .. "/bg"), pid_in(dir .. "/fg"), pid_in(dir .. "/deaf")
+    local leader = assert(leader_of(p.pid), "no redislock-job process")
+    helpers.kill(p.pid, "KILL")   -- the guard alone
+    local t0 = helpers.monotime()
+    assert(gone(bg), "a background process of the job outlived its guard")
+    assert(gone(fg), "a process of the job outlived its guard")
+    -- one that ignores the death signal gets SIGKILL after --kill-after
+    assert(gone(deaf, 4), "a process that ignores SIGTERM outlived --kill-after")
+    assert.is_true(helpers.monotime() - t0 >= 0.9, "SIGKILL came before --kill-after")
+    assert(gone(leader), "the leader stayed")
+  end)
+
+  it("a job that ends as usual leaves no leader behind, and one at a terminal's prompt gets none", function()
+    local dir = helpers.tmpdir()
+    local p = helpers.spawn(cli("run", "job:plain", "--", "sh", "-c", "echo $$ > " .. dir .. "/pid; sleep 0.5"))
+    local job = pid_in(dir .. "/pid")
+    local leader = assert(leader_of(p.pid))
+    -- COMMAND is in the leader's group
+    local stat = helpers.read_file("/proc/" .. job .. "/stat")
+    assert.equal(leader, tonumber(stat:match("%) %a %d+ (%d+)")))
+    assert.equal(0, p:wait(10))
+    assert(gone(leader, 1))
+    -- at a terminal's prompt (script(1) gives it one) the job stays in the
+    -- terminal's foreground group: no leader
+    local out = helpers.tmpdir() .. "/groups"
+    local job2 = "REDISLOCK_URL=" .. quote(srv.url) .. " " .. BIN .. " run job:tty -- sh -c " ..
+      quote("ps -o pgid= -p $$ > " .. out .. "; ps -o pgid= -p $PPID >> " .. out)
+    local t = helpers.spawn("script -qefc " .. quote(job2) .. " /dev/null </dev/null")
+    assert.equal(0, t:wait(15))
+    local a, b = helpers.read_file(out):match("(%d+)%s+(%d+)")
+    assert.equal(a, b)
+  end)
+end)

@@ -10,6 +10,8 @@
 -- reads end-of-file there. `-o` leaves the pipe out: the lock then covers
 -- COMMAND alone. The guard is the job's subreaper, so processes whose parent
 -- exits stay its descendants, and a lost lock's signals reach all of them.
+-- Should the guard itself die (SIGKILL), the job's group leader
+-- (csrc/process_leader.c) passes that on to the job's process group.
 
 local redislock = require "redislock"
 local core = require "redislock.core"
@@ -263,6 +265,7 @@ local function supervise(client, lock, job, opts)
       local pid, how, code = core.waitpid(-1, true)
       if not pid or pid == 0 then break end
       if pid == job.pid then status = how == "exited" and code or 128 + code end
+      if pid == job.leader then job.leader = nil end   -- (killed with the job: gone)
     end
     if open and core.drain(job.rfd) then
       open = false
@@ -380,15 +383,29 @@ local function cmd_run(args, launch)
     env.REDISLOCK_URL_FILE = false
   end
   if opts["fence-env"] then env[opts["fence-env"]] = fence_string(lock.fence) end
+  -- The job's own process group, led by a process that passes our death
+  -- on to all of it (csrc/process_leader.c); not at a terminal's prompt,
+  -- where the job must stay in the terminal's foreground group.
+  local leader = not core.foreground_tty() and core.job_leader(death_signal, opts["kill-after"] or 10) or nil
+  local function end_leader(job)
+    if job.leader then
+      core.kill(job.leader, "KILL")
+      core.waitpid(job.leader)
+    end
+  end
   local pid, why
-  pid, why, code = core.spawn(command, env, { ignore = ignore, death_signal = death_signal, keep_fd = wfd })
+  pid, why, code = core.spawn(command, env, { ignore = ignore, death_signal = death_signal, keep_fd = wfd,
+    pgid = leader })
   if wfd then core.close(wfd) end
+  local job = { pid = pid, rfd = rfd, sfd = sfd, self = core.getpid(), leader = leader }
   if not pid then
+    end_leader(job)
     lock:release()
     client:close()
     return fail(code or EXIT.cannot_exec, why)
   end
-  local status, lost = supervise(client, lock, { pid = pid, rfd = rfd, sfd = sfd, self = core.getpid() }, opts)
+  local status, lost = supervise(client, lock, job, opts)
+  end_leader(job)
   if not lost then lock:release() end
   client:close()
   if lost and on_lost ~= "ignore" then return EXIT.lost end

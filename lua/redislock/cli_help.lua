@@ -41,7 +41,10 @@ are passed on to COMMAND (to what is left of the job once COMMAND has
 exited). Those a terminal sends to the whole foreground group (^C, ^\,
 hangup) reached COMMAND already and are not sent again. A signal ignored
 when redislock started (nohup, `cmd &` in sh) stays ignored in COMMAND.
-If redislock itself dies, even by SIGKILL, COMMAND gets --death-signal.
+If redislock itself dies, even by SIGKILL, COMMAND gets --death-signal,
+and outside a terminal's prompt so does every process of the job's own
+process group (then SIGKILL after --kill-after); one that left the group
+(setsid) does not.
 SIGINT (Ctrl-C) or SIGTERM while waiting for the lock end the wait at
 once: nothing is left taken, and redislock dies of that signal (130, 143).
 
