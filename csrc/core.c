@@ -72,6 +72,20 @@ static int global_drift(lua_State *L) {
     return 1;
 }
 
+/* core.hostname() -> this host's name (gethostname), or nil, err: the
+ * default holder label's first part. */
+static int global_hostname(lua_State *L) {
+    char buf[256];
+    if (gethostname(buf, sizeof buf - 1) != 0) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "gethostname: %s", strerror(errno));
+        return 2;
+    }
+    buf[sizeof buf - 1] = '\0';
+    lua_pushstring(L, buf);
+    return 1;
+}
+
 /* core.getpid() -> this process' pid: tells a forked child from its parent. */
 static int global_getpid(lua_State *L) {
     lua_pushinteger(L, (lua_Integer)proc_id());
@@ -130,6 +144,7 @@ static const luaL_Reg core_functions[] = {
     {"token", global_token},
     {"monotime", global_monotime},
     {"getpid", global_getpid},
+    {"hostname", global_hostname},
     {"drift", global_drift},
     {"sleep", global_sleep},
     {"slot", global_slot},

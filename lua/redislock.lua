@@ -48,7 +48,7 @@ local CONNECT_OPTIONS = {
   password = true, db = true, connect_timeout = true, timeout = true,
   prefix = true, transport = true, strict = true, fence_ttl = true,
   sentinels = true, master = true, sentinel_username = true, sentinel_password = true,
-  cluster = true, redlock = true, on_event = true, native_commands = true,
+  cluster = true, redlock = true, on_event = true, native_commands = true, holder = true,
 }
 
 -- How a client talks to Redis: each returns a channel (redislock.channel).
@@ -78,7 +78,8 @@ end
 local function check_host(argname, host)
   checks.check_string("connect", argname, host, true)
   if host ~= nil and not url.valid_host(host) then
-    argerror("connect", argname, "not a host name or address")
+    argerror("connect", argname, "not a host name or address" ..
+      (host:find("\0", 1, true) and ": it holds a NUL byte" or ""))
   end
 end
 
@@ -216,7 +217,9 @@ end
 -- syntax: client, err = redislock.connect{url=, host=, port=, path=, username=,
 --           password=, db=, connect_timeout=2, timeout=2, prefix="",
 --           transport="native", strict=false, fence_ttl=604800, on_event=nil,
---           native_commands=true}
+--           native_commands=true, holder="<hostname>:<pid>"}
+-- holder: the label this client's grants record (false: none); acquire's
+-- own `holder` option wins (redislock.holder).
 -- transport: "native" (the C core) or "cosocket" (inside nginx: calls yield
 -- to the event loop; see lua/redislock/cosocket.lua).
 function _M.connect(opts)
@@ -234,7 +237,8 @@ function _M.connect(opts)
   end
 
   checks.check_callable("connect", "on_event", opts.on_event, true)
-  local settings = { prefix = prefix, fence_ttl = fence_ttl, on_event = opts.on_event }
+  require("redislock.holder").check("connect", opts.holder)
+  local settings = { prefix = prefix, fence_ttl = fence_ttl, on_event = opts.on_event, holder = opts.holder }
   if opts.redlock ~= nil then
     return redlock_connect(opts, settings, cfg)
   end

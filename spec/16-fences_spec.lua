@@ -119,7 +119,7 @@ describe("fences", function()
       assert.is_nil(stats:find("cmdstat_evalsha", 1, true))
       assert.matches("cmdstat_set:calls=1,", stats)
       assert.equal(0, admin:command("EXISTS", "{" .. name .. "}:fence"))
-      assert.equal("busy", select(2, c:acquire(name, { fence = false })))
+      assert.equal("busy", select(3, c:acquire(name, { fence = false })))
       -- a waiter with fence = false registers as one, and is woken by the release
       local p = helpers.spawn(helpers.lua_cmd(([[
         local c = assert(require("redislock").connect { url = %q })

@@ -14,6 +14,7 @@ local backoff = require "redislock.backoff"
 local lockmod = require "redislock.lock"
 local metrics = require "redislock.metrics"
 local errors = require "redislock.errors"
+local holdermod = require "redislock.holder"
 checks.own(debug.getinfo(1, "S").source)
 
 local monotime, new_token = core.monotime, core.token
@@ -73,10 +74,11 @@ local CHECK = {
     if #v >= 64 then checks.argerror(fname, "owner", "at most 63 bytes") end
   end,
   fence = function(fname, v) check_boolean(fname, "fence", v) end,
+  holder = function(fname, v) holdermod.check(fname, v) end,
 }
 
 -- The options whose combinations settings() checks.
-local COMBINED = { owner = true, fence = true, fair = true, reentrant = true }
+local COMBINED = { owner = true, fence = true, fair = true, reentrant = true, holder = true }
 
 -- Checks acquire's options once; returns the settings the loop uses.
 local function settings(fname, name, opts)
@@ -121,6 +123,10 @@ local function settings(fname, name, opts)
     end
     if opts.reentrant and opts.fair then
       checks.argerror(fname, "fair", "a reentrant lock cannot be fair")
+    end
+    if opts.fence == false and opts.holder then
+      -- (the plain SET NX PX of fence = false writes nothing else)
+      checks.argerror(fname, "holder", "recorded by the acquire script: not with fence = false")
     end
   end
   return opts, ttl, wait, opts.spin, opts.max_hold
@@ -249,38 +255,48 @@ return function(Client)
     return grant(self, name, keys, token, fence, t0, ttl, ttl, opts, max_hold)
   end
 
-  -- One attempt, sent at t0. Returns the lock; or nil, err, holder_ms.
-  -- first: the call's first attempt.
-  local function try(self, name, keys, token, ttl, mode, opts, max_hold, t0, first)
+  -- What the acquire scripts' ARGV[3] says of the caller, by mode: "1" it
+  -- will wait for a release notification (and registers as a waiter); "0"
+  -- it tries once (a refusal names the holder); "2" it polls.
+  local FLAG = { notify = "1", once = "0", poll = "2", fair = "1" }
+
+  -- One attempt, sent at t0. Returns the lock; or nil, err, holder_ms, and
+  -- for a refusal of a caller trying once, the holder's label and how long
+  -- it has held the lock (ms), when it recorded them. first: the call's
+  -- first attempt; mode: "once" (wait = 0), "poll", "notify" or "fair";
+  -- label: what the grant records ("" for nothing).
+  local function try(self, name, keys, token, ttl, mode, opts, max_hold, t0, first, label)
     local ch = self._conn
     -- (a local: a cosocket call below yields, and other calls run meanwhile)
     local ms = ttl_arg(ttl)
     local r, err
-    if opts.fence == false and (first or mode == "poll") then
-      -- No fence asked for: a plain SET NX PX, no script. A waiter's later
-      -- attempts use the script, which also tells releases someone waits.
+    label = label or ""
+    if opts.fence == false and (first or mode ~= "notify") then
+      -- No fence asked for: a plain SET NX PX, no script (and no holder
+      -- recorded). A waiter's later attempts use the script, which also
+      -- tells releases someone waits.
       r, err = ch:command("SET", keys.lock, token, "NX", "PX", ms)
       if r == nil then return nil, err end
       if r == "OK" then return granted(self, name, keys, token, nil, t0, ttl, opts, max_hold) end
-      if mode == "poll" then return nil, "busy" end
+      if mode ~= "notify" then return nil, "busy" end
       -- busy, and we will wait: the script registers us
     end
     if opts.reentrant then
-      r, err = ch:script("acquire_reentrant", keys.lock, keys.fence, keys.waiters, keys.count, token,
-        ms, mode == "notify" and "1" or "0", self._fence_ttl_ms)
+      r, err = ch:script("acquire_reentrant", keys.lock, keys.fence, keys.waiters, keys.count, keys.holder,
+        keys.waiting, token, ms, FLAG[mode], self._fence_ttl_ms, label)
       if not r then return nil, err end
-      if r[1] ~= 1 then return nil, "busy", r[2] end
+      if r[1] ~= 1 then return nil, "busy", r[2], r[3], r[4] end
       return self:_grant_entry(name, keys, token, r[2], t0, ttl, opts, max_hold)
     elseif mode == "fair" then
       r, err = ch:script("acquire_fair", keys.lock, keys.fence, keys.queue, keys.deadlines,
-        keys.leases, keys.signal .. ":" .. token, keys.waiters, token, ttl_ms(ttl), FAIR_KEEP_MS,
-        fair_grant_ms(ttl), self._fence_ttl_ms)
+        keys.leases, keys.signal .. ":" .. token, keys.waiters, keys.holder, token, ttl_ms(ttl), FAIR_KEEP_MS,
+        fair_grant_ms(ttl), self._fence_ttl_ms, label)
     else
-      r, err = ch:script("acquire", keys.lock, keys.fence, keys.waiters, token,
-        ms, mode == "notify" and "1" or "0", self._fence_ttl_ms)
+      r, err = ch:script("acquire", keys.lock, keys.fence, keys.waiters, keys.holder, keys.waiting, token,
+        ms, FLAG[mode], self._fence_ttl_ms, label)
     end
     if not r then return nil, err end
-    if r[1] ~= 1 then return nil, "busy", r[2] end
+    if r[1] ~= 1 then return nil, "busy", r[2], r[3], r[4] end
     if r[3] then
       -- handed to us earlier, with this much of its lease left; the
       -- releaser wrote it: make our own write for WAIT to count
@@ -314,13 +330,13 @@ return function(Client)
   -- nothing when the attempt did not run.
   local WAIT_TRY_MIN_TTL = 1       -- seconds
   local WAIT_TRY_SLACK = 0.25      -- seconds left after the wait, at least
-  local function wait_try(self, name, keys, token, ttl, signal, limit, left, spin, opts, max_hold)
+  local function wait_try(self, name, keys, token, ttl, signal, limit, left, spin, opts, max_hold, label)
     if ttl < WAIT_TRY_MIN_TTL or opts.reentrant or (opts.replicas and opts.replicas > 0) then return nil end
     local seconds = math.min(limit, ttl / 4)
     if seconds + WAIT_TRY_SLACK > left then return nil end
     local t0 = monotime()
     local sent, v, r, unsent = self._conn:wait_try(signal, seconds, spin, "acquire", keys.lock, keys.fence,
-      keys.waiters, token, ttl_arg(ttl), "1", self._fence_ttl_ms)
+      keys.waiters, keys.holder, keys.waiting, token, ttl_arg(ttl), "1", self._fence_ttl_ms, label)
     if sent == false then return nil end
     if sent == nil then
       -- the attempt may have run: take back what it may have granted
@@ -345,7 +361,7 @@ return function(Client)
 
   -- Waits for the lock: attempts until taken or `wait` passed. Returns the
   -- lock | nil, err; and the failed attempts.
-  local function wait_loop(self, name, keys, token, ttl, wait, spin, max_hold, opts, mode, t_call)
+  local function wait_loop(self, name, keys, token, ttl, wait, spin, max_hold, opts, mode, t_call, label)
     local signal = mode == "fair" and keys.signal .. ":" .. token or keys.signal
     local deadline = t_call + wait
     local attempt = 0
@@ -357,7 +373,7 @@ return function(Client)
       if tried then
         tried = nil
       else
-        lock, err, holder_ms = try(self, name, keys, token, ttl, mode, opts, max_hold, t_try, attempt == 0)
+        lock, err, holder_ms = try(self, name, keys, token, ttl, mode, opts, max_hold, t_try, attempt == 0, label)
       end
       if lock or interrupted(err) then break end
       local now = monotime()
@@ -382,7 +398,7 @@ return function(Client)
       if waits and mode == "notify" then
         local w
         w, handed, got, gerr, gms = wait_try(self, name, keys, token, ttl, signal, limit, deadline - now,
-          spin or auto_spin(self, name), opts, max_hold)
+          spin or auto_spin(self, name), opts, max_hold, label)
         if w ~= nil then woken, waits = w, false end
         ran = got ~= nil or gerr ~= nil
       end
@@ -431,18 +447,20 @@ return function(Client)
     return lock, err, attempt
   end
 
-  -- What a call that ended without a lock, or raised (an interrupt, an
-  -- error in a callback), takes back: a grant it may have got (an attempt
-  -- whose reply never came back to us), its place in a fair line. Not for a
+  -- What a call that waited and ended without a lock takes back: its place
+  -- among the waiters inspect counts, or in a fair line; and, when it was
+  -- cut short (an interrupt, an error in a callback), a grant it may have
+  -- got (an attempt whose reply never came back to us). Not for a
   -- reentrant lock: its token is the owner's, whose other holds stay.
-  local function undo(self, keys, token, mode, opts)
-    if opts.reentrant then return end
+  local function undo(self, keys, token, mode, opts, cut)
     if mode == "fair" then
       -- Leave the line; if a release handed us the lock just now, releasing
       -- it hands it on to the next in line.
       self._conn:script("dequeue", keys.queue, keys.deadlines, keys.leases, token)
+    elseif mode == "notify" then
+      self._conn:command("ZREM", keys.waiting, token)
     end
-    self:_release_keys(keys, token)
+    if (cut or mode == "fair") and not opts.reentrant then self:_release_keys(keys, token) end
   end
 
   -- client:acquire, with argument errors naming `fname` (acquire or with_lock).
@@ -456,24 +474,36 @@ return function(Client)
     -- line. A reentrant lock's is its owner's.
     local token = opts.reentrant and (opts.owner or self:_owner()) or new_token()
     if not token then token = assert(new_token()) end   -- (raises with the reason)
+    -- What the grant records as its holder (redislock.holder): only a
+    -- label given here, or a reentrant owner's token, can hold the token
+    local label = opts.holder
+    if label == nil and not opts.reentrant then
+      label = holdermod.label(self, nil)
+    else
+      label = holdermod.label(self, label, token, fname)
+    end
     local t_call = monotime()
     -- Protected: a signal's hook (intr.h) may raise inside, after a grant
     -- whose reply it cut off; nothing granted to this token may stay then.
-    local ok, lock, err, attempt, mode
+    local ok, lock, err, attempt, mode, _, hlabel, hheld
     if wait == 0 then
       -- one attempt, no loop (the uncontended path)
-      mode, attempt = "poll", 0
-      ok, lock, err = pcall(try, self, name, keys, token, ttl, "poll", opts, max_hold, t_call, true)
+      mode, attempt = "once", 0
+      ok, lock, err, _, hlabel, hheld = pcall(try, self, name, keys, token, ttl, "once", opts, max_hold,
+        t_call, true, label)
+      if err == "busy" then err = holdermod.busy(hlabel, hheld) end
     else
       mode = opts.fair and "fair" or opts.notify ~= false and "notify" or "poll"
       ok, lock, err, attempt = pcall(wait_loop, self, name, keys, token, ttl, wait, spin, max_hold, opts, mode,
-        t_call)
+        t_call, label)
     end
     if not ok then
-      pcall(undo, self, keys, token, mode, opts)
+      pcall(undo, self, keys, token, mode, opts, true)
       error(lock, 0)
     end
-    if not lock and (mode == "fair" or interrupted(err)) then undo(self, keys, token, mode, opts) end
+    if not lock and (mode == "notify" or mode == "fair" or interrupted(err)) then
+      undo(self, keys, token, mode, opts, interrupted(err))
+    end
     metrics.acquire_done(self, name, lock, err, t_call, attempt)   -- [metrics]
     if lock then return lock end
     return errors.fail(err)

@@ -49,6 +49,7 @@ function _M.new(ch, settings)
     _owner_pid = core.getpid(),   -- where `owner` was drawn (reentrant.lua)
     _metrics = metrics.new(),        -- the Lua side's counters (redislock.metrics)
     _on_event = settings.on_event,   -- fn(event, fields) or nil (redislock.events)
+    _holder = settings.holder,       -- the grants' label: nil (the default), a string, false
   }, Client)
 end
 

@@ -88,7 +88,7 @@ _M.MUTEX = {
   extend = function(ch, keys, token, ms) return ch:script("extend", keys.lock, token, ms) end,
   release = function(client, keys, token)
     return client._conn:script("release", keys.lock, keys.waiters, keys.signal, keys.queue,
-      keys.deadlines, keys.leases, keys.fence, token, client._fence_ttl_ms)
+      keys.deadlines, keys.leases, keys.fence, keys.holder, token, client._fence_ttl_ms)
   end,
   renew = "extend",
   key = function(keys) return keys.lock end,

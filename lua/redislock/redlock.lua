@@ -50,6 +50,8 @@ local backoff = require "redislock.backoff"
 local lockmod = require "redislock.lock"
 local clientmod = require "redislock.client"
 local metrics = require "redislock.metrics"
+local holdermod = require "redislock.holder"
+local admin = require "redislock.admin"
 local errors = require "redislock.errors"
 checks.own(debug.getinfo(1, "S").source)
 
@@ -75,7 +77,7 @@ local DEFAULT_TTL = 30
 local MIN_MASTER_TIMEOUT = 0.01
 
 local OPTIONS = { ttl = true, wait = true, watchdog = true, on_lost = true, max_hold = true,
-  reentrant = true }
+  reentrant = true, holder = true }
 
 --- How long each master gets for one attempt: a twentieth of the ttl (a
 -- slow master then costs at most 5% of the lease), at least 10 ms, at
@@ -138,26 +140,28 @@ end
 -- master, never makes a second holder); claiming every slow master would
 -- make that a risk of nearly every lock. A master whose key is missing for
 -- another reason is taken back after the first round, as before.
--- Also how many refused, and the shortest lease left among the holders
--- they named (holder_ms: a waiter never sleeps past it).
+-- Also how many refused, the shortest lease left among the holders they
+-- named (holder_ms: a waiter never sleeps past it), and a holder's label
+-- and how long it has held the lock (ms), from the first that had them.
 local function refusals(results)
-  local set, count, holder_ms = 0, 0, nil
+  local set, count, holder_ms, label, held = 0, 0, nil, nil, nil
   for i, r in ipairs(results) do
     if type(r.ok) == "table" and r.ok[1] == 0 then
       count = count + 1
       if i <= 52 then set = set + 2 ^ (i - 1) end
       if r.ok[2] and r.ok[2] > 0 then holder_ms = math.min(holder_ms or math.huge, r.ok[2]) end
+      if not label and r.ok[3] then label, held = r.ok[3], r.ok[4] end
     end
   end
-  return set, count, holder_ms
+  return set, count, holder_ms, label, held
 end
 
 -- One attempt at t0: the lock's lease end and the masters that refused it,
--- or nil, err, holder_ms.
-function RedlockClient:_attempt(key, token, ttl)
+-- or nil, err, holder_ms (and for "busy", the holder's label and held ms).
+function RedlockClient:_attempt(key, token, ttl, label)
   local t0 = monotime()
   local results = fanout(self._conn, self._masters, self:master_timeout(ttl), self._quorum, "redlock_acquire",
-    key, token, ttl_ms(ttl))
+    key, key .. ":holder", token, ttl_ms(ttl), label or "", self._fence_ttl_ms)
   local granted = tally(results)
   local expires = lockmod.lease_end(t0, ttl)
   if granted >= self._quorum and monotime() < expires then return expires, (refusals(results)) end
@@ -166,10 +170,10 @@ function RedlockClient:_attempt(key, token, ttl)
   if granted >= self._quorum then
     return nil, "connection too slow: the majority came after the lease ended"
   end
-  local _, busy, holder_ms = refusals(results)
-  if busy > #results - self._quorum then return nil, "busy", holder_ms end
+  local _, busy, holder_ms, hlabel, held = refusals(results)
+  if busy > #results - self._quorum then return nil, "busy", holder_ms, hlabel, held end
   local err = first_error(results)
-  return nil, err or "busy", holder_ms
+  return nil, err or "busy", holder_ms, hlabel, held
 end
 
 function RedlockClient:_acquire(fname, name, opts)
@@ -186,10 +190,12 @@ function RedlockClient:_acquire(fname, name, opts)
   checks.check_callable(fname, "on_lost", opts.on_lost, true)
   local max_hold = opts.max_hold
   if max_hold ~= nil then checks.check_number(fname, "max_hold", max_hold, lockmod.MIN_TTL, lockmod.MAX_TTL) end
+  holdermod.check(fname, opts.holder)
   self:_open()
   self:poll()
   local keys = self._keys_of(name)
   local token = assert(core.token())
+  local label = holdermod.label(self, opts.holder, token, fname)
   local t_call = monotime()
   local deadline = t_call + wait
   local attempt = 0
@@ -197,7 +203,7 @@ function RedlockClient:_acquire(fname, name, opts)
   -- unless a lock is returned.
   local ok, lock, err = pcall(function()
     while true do
-      local expires, aerr, holder_ms = self:_attempt(keys.lock, token, ttl)
+      local expires, aerr, holder_ms, hlabel, held = self:_attempt(keys.lock, token, ttl, label)
       if expires then
         local others = aerr   -- (on success: the masters that refused it)
         local l = setmetatable(lockmod.new(self, name, keys, token, nil, ttl, expires, opts.on_lost), RedlockLock)
@@ -215,7 +221,7 @@ function RedlockClient:_acquire(fname, name, opts)
         end
         return l
       end
-      if wait == 0 then return nil, aerr end
+      if wait == 0 then return nil, aerr == "busy" and holdermod.busy(hlabel, held) or aerr end
       local now = monotime()
       if now >= deadline then return nil, aerr == "busy" and "timeout" or aerr end
       attempt = attempt + 1
@@ -255,34 +261,63 @@ RedlockClient.semaphore = single_server("semaphore")
 RedlockClient.adopt = single_server("adopt")
 
 --- What each master says about `name`: held when a majority has the same
--- token. { held =, ttl = (the shortest among those), token =, masters =
--- { {token =, ttl =} or {err =}, ... } }
+-- token. { held =, ttl = (the shortest among those), token =, holder =,
+-- since =, held_for = (from the first of those that recorded a holder),
+-- waiters = 0 (Redlock waiters do not register), fence = 0, masters =
+-- { {held = (has the majority's token), ttl =} or {err =}, ... } }
 function RedlockClient:inspect(name)
   checks.check_name("inspect", name)
   self:_open()
   local key = self._keys_of(name).lock
-  local results = fanout(self._conn, self._masters, self:master_timeout(DEFAULT_TTL), 0, "redlock_inspect", key)
-  local counts, masters, best = {}, {}, nil
+  local results = fanout(self._conn, self._masters, self:master_timeout(DEFAULT_TTL), 0, "redlock_inspect", key,
+    key .. ":holder")
+  local counts, tokens, best = {}, {}, nil
   for i, r in ipairs(results) do
-    if r.ok then
-      local token, pttl = r.ok[1] or nil, r.ok[2]
-      masters[i] = { token = token, ttl = pttl and pttl > 0 and pttl / 1000 or nil }
-      if token then
-        counts[token] = (counts[token] or 0) + 1
-        if not best or counts[token] > counts[best] then best = token end
-      end
-    else
-      masters[i] = { err = r.err }
+    local token = r.ok and r.ok[1] or nil
+    tokens[i] = token
+    if token then
+      counts[token] = (counts[token] or 0) + 1
+      if not best or counts[token] > counts[best] then best = token end
     end
   end
   local held = best ~= nil and counts[best] >= self._quorum
-  local ttl
-  if held then
-    for _, m in ipairs(masters) do
-      if m.token == best and m.ttl then ttl = math.min(ttl or math.huge, m.ttl) end
+  local info = { held = held, token = held and best or nil, fence = 0, waiters = 0, masters = {} }
+  for i, r in ipairs(results) do
+    if r.ok then
+      local pttl = r.ok[2]
+      local mine = held and tokens[i] == best
+      info.masters[i] = { held = mine, ttl = pttl and pttl > 0 and pttl / 1000 or nil }
+      if mine and info.masters[i].ttl then info.ttl = math.min(info.ttl or math.huge, info.masters[i].ttl) end
+      if mine and r.ok[3] and not info.holder then
+        info.holder, info.since, info.held_for = r.ok[3], holdermod.since(r.ok[4]), r.ok[5] / 1000
+      end
+    else
+      info.masters[i] = { err = r.err }
     end
   end
-  return { held = held, ttl = ttl, token = held and best or nil, fence = 0, masters = masters }
+  return info
+end
+
+--- Every lock held now (by a majority) whose name matches `pattern`, found
+-- with SCAN on every master: rows as client:list gives them.
+function RedlockClient:list(pattern)
+  if pattern == nil then pattern = "*" end
+  checks.check_string("list", "pattern", pattern)
+  local found, err, kind = admin.scan(self:_open(), self._prefix, pattern)
+  if not found then return nil, err, kind end
+  local rows = {}
+  for _, f in ipairs(found) do
+    if f[2] == "lock" then
+      local info
+      info, err, kind = self:inspect(f[1])
+      if not info then return nil, err, kind end
+      if info.held then
+        rows[#rows + 1] = { name = f[1], kind = "lock", holder = info.holder, since = info.since,
+          held_for = info.held_for, ttl = info.ttl, waiters = 0 }
+      end
+    end
+  end
+  return rows
 end
 
 function RedlockClient:release_token(name, token)

@@ -15,6 +15,7 @@ local backoff = require "redislock.backoff"
 local lockmod = require "redislock.lock"
 local ttl_ms = lockmod.ttl_ms
 local metrics = require "redislock.metrics"
+local holdermod = require "redislock.holder"
 checks.own(debug.getinfo(1, "S").source)
 
 local monotime = core.monotime
@@ -24,7 +25,7 @@ local _M = {}
 
 local OPTIONS = {
   ttl = true, wait = true, watchdog = true, on_lost = true, max_hold = true,
-  notify = true, spin = true,
+  notify = true, spin = true, holder = true,
 }
 _M.DEFAULT_TTL = 30
 local MAX_SPIN = 1
@@ -44,6 +45,7 @@ function _M.settings(fname, opts)
   if opts.max_hold ~= nil then
     checks.check_number(fname, "max_hold", opts.max_hold, lockmod.MIN_TTL, lockmod.MAX_TTL)
   end
+  holdermod.check(fname, opts.holder)
   return opts, ttl, wait, opts.max_hold
 end
 
@@ -102,7 +104,8 @@ end
 -- owner: the rwlock or semaphore (its _client, _keys, name); kind: the
 -- lease's kind (lock.lua), with .fenced when the reply's second value is a
 -- fence; signal: the list its waiters block on; attempt(ch, token, ttl_ms,
--- block_ms) -> the script's reply ({1, ...} taken, {0, ms} not) | nil, err;
+-- block_ms, label) -> the script's reply ({1, ...} taken, {0, ms} not) |
+-- nil, err (label: the holder the grant records, "" for none);
 -- heartbeat: see run; on_grant(lock, reply): optional.
 -- Returns lock | nil, err; and the token either way.
 function _M.acquire(owner, fname, opts, kind, signal, attempt, heartbeat, on_grant)
@@ -112,8 +115,9 @@ function _M.acquire(owner, fname, opts, kind, signal, attempt, heartbeat, on_gra
   local ch = client:_open()
   client:poll()
   local token = assert(core.token())
+  local label = holdermod.label(client, opts.holder, token, fname)
   local function try(t0, block_ms)
-    local r, err = attempt(ch, token, ttl_ms(ttl), block_ms)
+    local r, err = attempt(ch, token, ttl_ms(ttl), block_ms, label)
     if not r then return nil, err end
     if r[1] ~= 1 then return nil, "busy", r[2] end
     local lock, gerr = client:_grant(name, keys, token, kind.fenced and r[2] or nil, t0, ttl, ttl, opts,
