@@ -3,7 +3,7 @@ bench/cycle.lua -- one uncontended lock cycle (acquire, then release), for
 redislock and its peers, against raw hiredis, in one run.
 
 run from the repo root, after `make` (needs ./redislock/core.so):
-  lua5.4 bench/cycle.lua [ITERATIONS]      (make bench runs it too)
+  lua5.4 bench/cycle.lua [ITERATIONS] [ROUNDS]   (make bench runs it too)
 
 Starts a throwaway redis-server (spec/helpers.lua) and runs, one after the
 other, each variant as its own process doing ITERATIONS (default 5000)
@@ -18,8 +18,13 @@ cycles on a name nobody else takes:
                        watchdog on (the default): registration and
                        unregistration with the native thread included.
   redislock-nowatchdog the same with watchdog = false.
+  redislock-noholder   watchdog on, holder = false: the acquire script
+                       records no holder label (the cycle as it was before
+                       labels, with today's script): the row above minus
+                       this one is what "who holds this lock" costs.
   redislock-nofence    watchdog on, fence = false: the acquire is a plain
-                       SET NX PX (no fence drawn), the release the script.
+                       SET NX PX (no fence drawn, no holder recorded), the
+                       release the script.
   redis-py             redis-py's Lock (Debian's python3-redis, run with
                        /usr/bin/python3): acquire(blocking=False) + release().
   node-redlock         node-redlock 4.2.0 on ioredis (bench/peers, installed
@@ -52,6 +57,10 @@ local core = require "redislock.core"
 local url_fields = require "redislock.url"
 
 local ITERATIONS = tonumber(arg and arg[1]) or 5000
+-- Every variant runs this many times, the rounds one after the other (so a
+-- burst of load elsewhere on the machine falls on every variant alike), and
+-- each figure is the median of its rounds.
+local ROUNDS = tonumber(arg and arg[2]) or tonumber(os.getenv("BENCH_ROUNDS")) or 3
 local RAW_SRC, RAW_BIN = "bench/cycle_raw.c", "bench/out/cycle_raw"
 local PYTHON = "/usr/bin/python3"   -- Debian's, with python3-redis (not pyenv's)
 local printf, quote = lib.printf, helpers.quote
@@ -79,6 +88,9 @@ local VARIANTS = {
     end },
   { name = "redislock-nowatchdog", cmd = function(srv, key)
       return helpers.lua_cmd("bench/cycle_worker.lua", srv.url, key, ITERATIONS, 0)
+    end },
+  { name = "redislock-noholder", cmd = function(srv, key)
+      return helpers.lua_cmd("bench/cycle_worker.lua", srv.url, key, ITERATIONS, 1, 1, 0)
     end },
   { name = "redislock-nofence", cmd = function(srv, key)
       return helpers.lua_cmd("bench/cycle_worker.lua", srv.url, key, ITERATIONS, 1, 0)
@@ -135,8 +147,8 @@ local function main()
   local srv = helpers.start_redis()
   local raw = assert(core.connect(url_fields.parse(srv.url)))
   local version = assert(raw:command("INFO", "server")):match("redis_version:([%w%.]+)")
-  printf("redis-server %s at %s; %d uncontended cycles (acquire + release) per variant\n",
-    version or "?", srv.url, ITERATIONS)
+  printf("redis-server %s at %s; %d uncontended cycles (acquire + release) per variant and round, %d rounds\n",
+    version or "?", srv.url, ITERATIONS, ROUNDS)
   printf("load average before: %s (2 cores here: anything else running skews the numbers)\n\n", lib.loadavg())
   local _, pinned = helpers.sh("taskset -cp 0 " .. srv.pid .. " >/dev/null 2>&1")
   if pinned ~= 0 then error("taskset could not pin redis-server to CPU 0", 0) end
@@ -145,10 +157,19 @@ local function main()
     placements[2] = { label = "split cores (redis-server on CPU 0, client on CPU 1)", cpu = 1 }
   end
   for _, place in ipairs(placements) do
+    local rounds = {}
+    for round = 1, ROUNDS do
+      rounds[round] = {}
+      for i, v in ipairs(VARIANTS) do
+        local why = v.missing and v.missing()
+        rounds[round][i] = why and { name = v.name, skipped = why } or run(v, srv, raw, place.cpu)
+      end
+    end
     place.results = {}
-    for _, v in ipairs(VARIANTS) do
-      local why = v.missing and v.missing()
-      place.results[#place.results + 1] = why and { name = v.name, skipped = why } or run(v, srv, raw, place.cpu)
+    for i in ipairs(VARIANTS) do
+      local list = {}
+      for round = 1, ROUNDS do list[round] = rounds[round][i] end
+      place.results[i] = lib.median_result(list)
     end
   end
   raw:close()
@@ -156,7 +177,7 @@ local function main()
 
   for _, place in ipairs(placements) do
     local fmt = "%-21s %9s %9s %10s %8s %14s\n"
-    printf("%s\n", place.label)
+    printf("%s (each figure: the median of %d rounds)\n", place.label, ROUNDS)
     printf(fmt, "variant", "p50 us", "p99 us", "cycles/s", "rt/cycle", "server us/cycle")
     local base
     for _, r in ipairs(place.results) do

@@ -3,6 +3,7 @@
 -- then lock:release(), timed on core.monotime.
 --
 -- usage: lua cycle_worker.lua URL NAME ITERATIONS WATCHDOG(1|0) [FENCE(1|0)]
+--          [HOLDER(1|0)]   (0: holder = false, no holder label recorded)
 -- Prints one line "cycle <ns>" per iteration, at the end. Exits non-zero on
 -- any failure (an acquire refused: the name is ours alone).
 local redislock = require "redislock"
@@ -10,10 +11,12 @@ local core = require "redislock.core"
 
 local url, name, iterations, watchdog = arg[1], arg[2], tonumber(arg[3]), arg[4] ~= "0"
 local fence = arg[5] ~= "0"
+local holder = arg[6] ~= "0"
 local client = assert(redislock.connect { url = url })
 local monotime = core.monotime
 local opts = { ttl = 10, watchdog = watchdog }
 if not fence then opts.fence = false end
+if not holder then opts.holder = false end
 local ns = {}
 for i = 1, iterations do
   local t0 = monotime()
