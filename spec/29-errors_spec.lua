@@ -10,7 +10,7 @@ local socket = require "socket"
 local function documented_kinds()
   local text = assert(helpers.read_file("docs/errors.md"))
   local kinds, in_table = {}, false
-  for line in text:gmatch("[^\n]*") do
+  for line in (text .. "\n"):gmatch("([^\n]*)\n") do   -- (one per line, on every Lua)
     if line:match("^| kind |") then
       in_table = true
     elseif in_table and line:match("^| `") then

@@ -60,7 +60,7 @@ describe("messages that say what is wrong", function()
   end)
 
   it("refuses a host that is no name or address before any lookup", function()
-    local bad = { "a b", "a\tb", "a\0b", "a/b", "host\n", "h\xe9" }
+    local bad = { "a b", "a\tb", "a\0b", "a/b", "host\n", "h" .. string.char(0xe9) }
     for _, h in ipairs(bad) do
       local t0 = helpers.monotime()
       local ok, err = pcall(redislock.connect, { host = h, port = srv.port, connect_timeout = 5 })
@@ -156,7 +156,12 @@ describe("callbacks that yield", function()
     return locks
   end
 
+  -- (Lua 5.1 cannot yield across the protected call a callback runs in:
+  -- the yield is an error there, caught like any other)
+  local can_yield = _VERSION ~= "Lua 5.1" or rawget(_G, "jit") ~= nil
+
   it("on_lost: every report is delivered, and every lock is lost at once", function()
+    if not can_yield then return pending("no yield across pcall on Lua 5.1") end
     local c = assert(redislock.connect { url = srv.url })
     local called = {}
     local locks = three_lost(c, { on_lost = function(lock)
@@ -176,6 +181,7 @@ describe("callbacks that yield", function()
   end)
 
   it("on_event: a callback that yields loses no event", function()
+    if not can_yield then return pending("no yield across pcall on Lua 5.1") end
     local seen = {}
     local c = assert(redislock.connect { url = srv.url, on_event = function(event, f)
       if event == "lost" then
