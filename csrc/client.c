@@ -80,12 +80,17 @@ client_ud *client_push_closed(lua_State *L) {
 }
 
 /* client:wait_client() -> a client on the same topology with connections
- * of its own (for blocking waits), connected lazily. */
+ * of its own (for blocking waits), connected lazily | nil, err, "memory" */
 static int meth_wait_client(lua_State *L) {
     client_ud *u = client_check(L), *w;
     w = client_push_closed(L);
     w->r = router_new(u->t, 1);
-    if (w->r == NULL) return luaL_error(L, "out of memory");
+    if (w->r == NULL) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "memory: out of memory (the wait connection)");
+        lua_pushliteral(L, "memory");
+        return 3;
+    }
     topo_retain(u->t);
     w->t = u->t;
     return 1;
