@@ -298,7 +298,7 @@ COMPAT_SPECS = spec/01-core_spec.lua spec/03-lock_spec.lua spec/06-watchdog_spec
                spec/08-waiting_spec.lua spec/12-security_spec.lua spec/15-deadlines_spec.lua \
                spec/16-fences_spec.lua spec/17-consistency_spec.lua spec/22-metrics_spec.lua \
                spec/23-reentrant_spec.lua spec/24-rwlock_spec.lua spec/25-semaphore_spec.lua \
-               spec/31-postgres_fences_spec.lua
+               spec/31-postgres_fences_spec.lua spec/32-errors_spec.lua
 
 test51: test-deps
 	@tools/deps.sh $(TEST51_DEPS)

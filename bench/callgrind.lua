@@ -20,6 +20,7 @@ watchdog thread and its connection, a script's first EVAL) cancel out.
   redislock             bench/callgrind_worker.lua: client:acquire(name,
                         {ttl = 10}) + lock:release(), watchdog on
   redislock-nowatchdog  the same with watchdog = false
+  redislock-noholder    watchdog on, holder = false (no holder label recorded)
   redislock-nofence     watchdog on, fence = false (a plain SET NX PX)
 
 Columns:
@@ -79,6 +80,9 @@ local VARIANTS = {
     end },
   { name = "redislock-nowatchdog", lua = true, cmd = function(srv, key, n)
       return helpers.lua_cmd("bench/callgrind_worker.lua", srv.url, key, n, 0)
+    end },
+  { name = "redislock-noholder", lua = true, cmd = function(srv, key, n)
+      return helpers.lua_cmd("bench/callgrind_worker.lua", srv.url, key, n, "noholder")
     end },
   { name = "redislock-nofence", lua = true, cmd = function(srv, key, n)
       return helpers.lua_cmd("bench/callgrind_worker.lua", srv.url, key, n, "nofence")

@@ -3,8 +3,9 @@
 -- lock:release(), and nothing else per cycle: no clock, no output (so that
 -- the instructions of a run, minus those of a shorter run, are the cycles').
 --
--- usage: lua callgrind_worker.lua URL NAME N WATCHDOG(1|0|nofence) [vm]
--- ("nofence": the watchdog on, fence = false)
+-- usage: lua callgrind_worker.lua URL NAME N WATCHDOG(1|0|nofence|noholder) [vm]
+-- ("nofence": the watchdog on, fence = false; "noholder": the watchdog on,
+-- holder = false)
 -- Prints "done N"; exits non-zero on any failure.
 --
 -- With "vm": after 10 untimed cycles, a count hook on every Lua VM
@@ -19,6 +20,7 @@ local url, name, n, watchdog, vm = arg[1], arg[2], tonumber(arg[3]), arg[4] ~= "
 local client = assert(redislock.connect { url = url })
 local opts = { ttl = 10, watchdog = watchdog }
 if arg[4] == "nofence" then opts.fence = false end
+if arg[4] == "noholder" then opts.holder = false end
 
 local function cycles(k)
   for _ = 1, k do

@@ -3,7 +3,7 @@ bench/cycle.lua -- one uncontended lock cycle (acquire, then release), for
 redislock and its peers, against raw hiredis, in one run.
 
 run from the repo root, after `make` (needs ./redislock/core.so):
-  lua5.4 bench/cycle.lua [ITERATIONS]      (make bench runs it too)
+  lua5.4 bench/cycle.lua [ITERATIONS] [ROUNDS]   (make bench runs it too)
 
 Starts a throwaway redis-server (spec/helpers.lua) and runs, one after the
 other, each variant as its own process doing ITERATIONS (default 5000)
@@ -18,8 +18,13 @@ cycles on a name nobody else takes:
                        watchdog on (the default): registration and
                        unregistration with the native thread included.
   redislock-nowatchdog the same with watchdog = false.
+  redislock-noholder   watchdog on, holder = false: the acquire script
+                       records no holder label (the cycle as it was before
+                       labels, with today's script): the row above minus
+                       this one is what "who holds this lock" costs.
   redislock-nofence    watchdog on, fence = false: the acquire is a plain
-                       SET NX PX (no fence drawn), the release the script.
+                       SET NX PX (no fence drawn, no holder recorded), the
+                       release the script.
   redis-py             redis-py's Lock (Debian's python3-redis, run with
                        /usr/bin/python3): acquire(blocking=False) + release().
   node-redlock         node-redlock 4.2.0 on ioredis (bench/peers, installed
@@ -109,6 +114,9 @@ local VARIANTS = {
   { name = "redislock-nowatchdog", cmd = function(srv, key)
       return helpers.lua_cmd("bench/cycle_worker.lua", srv.url, key, ITERATIONS, 0)
     end },
+  { name = "redislock-noholder", cmd = function(srv, key)
+      return helpers.lua_cmd("bench/cycle_worker.lua", srv.url, key, ITERATIONS, 1, 1, 0)
+    end },
   { name = "redislock-nofence", cmd = function(srv, key)
       return helpers.lua_cmd("bench/cycle_worker.lua", srv.url, key, ITERATIONS, 1, 0)
     end },
@@ -122,7 +130,7 @@ local VARIANTS = {
     end },
   { name = "redislock-tls", plain = "redislock", missing = tls_missing, cmd = function(srv, key)
       return helpers.lua_cmd("bench/cycle_worker.lua", "rediss://127.0.0.1:" .. srv.tls_port, key, ITERATIONS,
-        1, 1, pki.ca)
+        1, 1, 1, pki.ca)
     end },
   { name = "redis-py-tls", plain = "redis-py", missing = python_tls_missing, cmd = function(srv, key)
       return table.concat({ quote(PYTHON), "bench/peers/redis_py_cycle.py", srv.host, srv.tls_port, quote(key),

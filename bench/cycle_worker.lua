@@ -2,8 +2,9 @@
 -- lock cycle per iteration: client:acquire(KEY, {ttl = 10, watchdog = ...})
 -- then lock:release(), timed on core.monotime.
 --
--- usage: lua cycle_worker.lua URL NAME ITERATIONS WATCHDOG(1|0) [FENCE(1|0) [CA]]
--- CA: for a rediss:// URL, the CA file to verify the server with.
+-- usage: lua cycle_worker.lua URL NAME ITERATIONS WATCHDOG(1|0) [FENCE(1|0)
+--          [HOLDER(1|0) [CA]]]   (HOLDER 0: holder = false, no holder label
+--          recorded; CA: for a rediss:// URL, the CA file to verify it with)
 -- Prints one line "cycle <ns>" per iteration, at the end. Exits non-zero on
 -- any failure (an acquire refused: the name is ours alone).
 local redislock = require "redislock"
@@ -11,10 +12,12 @@ local core = require "redislock.core"
 
 local url, name, iterations, watchdog = arg[1], arg[2], tonumber(arg[3]), arg[4] ~= "0"
 local fence = arg[5] ~= "0"
-local client = assert(redislock.connect { url = url, tls = arg[6] and { ca = arg[6] } or nil })
+local holder = arg[6] ~= "0"
+local client = assert(redislock.connect { url = url, tls = arg[7] and { ca = arg[7] } or nil })
 local monotime = core.monotime
 local opts = { ttl = 10, watchdog = watchdog }
 if not fence then opts.fence = false end
+if not holder then opts.holder = false end
 local ns = {}
 local cpu0 = os.clock()   -- process CPU time: every thread, the watchdog's too
 for i = 1, iterations do

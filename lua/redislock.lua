@@ -8,6 +8,7 @@
 --
 -- Where each concern lives (lua/redislock/):
 --   checks.lua    argument checking, errors at the caller's line
+--   errors.lua    the kinds of failure: nil, err, kind (docs/errors.md)
 --   keys.lua      the key layout of a name (one Cluster slot per name)
 --   lock.lua      the lock object: held, extend, release, lease_end
 --   acquire.lua   acquire, waiting (notify, fair, backoff), with_lock
@@ -25,14 +26,15 @@
 --   url.lua, backoff.lua, cli.lua (cli_options.lua, cli_help.lua)
 --
 -- Error conventions (lua-resty style): a wrong argument raises an error that
--- names it; a failure of the world returns nil, err whose first word is one
--- of busy, timeout, not held, connection, redis, watchdog, unsafe.
+-- names it; a failure of the world returns nil, err, kind, where err starts
+-- with kind, one of the words in redislock.errors (docs/errors.md).
 
 local core = require "redislock.core"
 local url = require "redislock.url"
 local checks = require "redislock.checks"
 local clientmod = require "redislock.client"
 local channel = require "redislock.channel"
+local errors = require "redislock.errors"
 checks.own(debug.getinfo(1, "S").source)
 
 local argerror, check_type, check_number = checks.argerror, checks.check_type, checks.check_number
@@ -46,7 +48,7 @@ local CONNECT_OPTIONS = {
   password = true, db = true, connect_timeout = true, timeout = true,
   prefix = true, transport = true, strict = true, fence_ttl = true,
   sentinels = true, master = true, sentinel_username = true, sentinel_password = true,
-  cluster = true, redlock = true, on_event = true, native_commands = true,
+  cluster = true, redlock = true, on_event = true, native_commands = true, holder = true,
   tls = true, sentinel_tls = true,
 }
 
@@ -110,9 +112,20 @@ local function check_hosts(argname, list)
   check_type("connect", argname, list, "table")
   if #list == 0 then argerror("connect", argname, "at least one \"host:port\" expected") end
   for i, h in ipairs(list) do
-    if type(h) ~= "string" or not (h:match("^[^:%[%]]+:%d+$") or h:match("^%[[%x:%.]+%]:%d+$")) then
+    local host = type(h) == "string" and (h:match("^%[([%x:%.]+)%]:%d+$") or h:match("^([^:%[%]]+):%d+$"))
+    if not host or not url.valid_host(host) then
       argerror("connect", argname, "\"host:port\" expected at [" .. i .. "], got " .. tostring(h))
     end
+  end
+end
+
+-- A host that is no name or address (a space, a control byte) is refused
+-- here, before anything looks it up.
+local function check_host(argname, host)
+  checks.check_string("connect", argname, host, true)
+  if host ~= nil and not url.valid_host(host) then
+    argerror("connect", argname, "not a host name or address" ..
+      (host:find("\0", 1, true) and ": it holds a NUL byte" or ""))
   end
 end
 
@@ -154,7 +167,7 @@ local function endpoint(opts)
     for _, f in ipairs(ENDPOINT_FIELDS) do cfg[f] = opts[f] end
     cfg.tls = tls_of("tls", false, false, opts.tls)
   end
-  checks.check_string("connect", "host", cfg.host, true)
+  check_host("host", cfg.host)
   checks.check_string("connect", "path", cfg.path, true)
   check_type("connect", "username", cfg.username, "string", true)
   check_type("connect", "password", cfg.password, "string", true)
@@ -247,7 +260,7 @@ local function redlock_connect(opts, settings, cfg)
       argerror("connect", where .. ".tls", "over a unix socket, tls.server_name names the certificate"
         .. " to expect (or verify = false)")
     end
-    checks.check_string("connect", where .. ".host", m.host, true)
+    check_host(where .. ".host", m.host)
     checks.check_string("connect", where .. ".path", m.path, true)
     if m.port ~= nil then checks.check_integer("connect", where .. ".port", m.port, 1, 65535) end
     if m.db ~= nil then checks.check_integer("connect", where .. ".db", m.db, 0, 2 ^ 20) end
@@ -259,7 +272,7 @@ local function redlock_connect(opts, settings, cfg)
     masters[i] = m
   end
   local client, err, kind = require("redislock.redlock").connect(masters, settings, cfg)
-  if not client then return nil, err, kind end
+  if not client then return errors.fail(err, kind) end
   local warnings
   warnings, err = eviction_check(client._conn, opts.strict)
   if not warnings then
@@ -281,9 +294,12 @@ end
 -- syntax: client, err = redislock.connect{url=, host=, port=, path=, username=,
 --           password=, db=, connect_timeout=2, timeout=2, prefix="",
 --           transport="native", strict=false, fence_ttl=604800, on_event=nil,
---           native_commands=true, tls=nil, sentinel_tls=true}
+--           native_commands=true, tls=nil, sentinel_tls=true,
+--           holder="<hostname>:<pid>"}
 -- tls = {ca=, cert=, key=, server_name=, verify=true}: TLS, as a rediss://
 -- url is (docs/tls.md).
+-- holder: the label this client's grants record (false: none); acquire's
+-- own `holder` option wins (redislock.holder).
 -- transport: "native" (the C core) or "cosocket" (inside nginx: calls yield
 -- to the event loop; see lua/redislock/cosocket.lua).
 function _M.connect(opts)
@@ -316,12 +332,13 @@ function _M.connect(opts)
   end
 
   checks.check_callable("connect", "on_event", opts.on_event, true)
-  local settings = { prefix = prefix, fence_ttl = fence_ttl, on_event = opts.on_event }
+  require("redislock.holder").check("connect", opts.holder)
+  local settings = { prefix = prefix, fence_ttl = fence_ttl, on_event = opts.on_event, holder = opts.holder }
   if opts.redlock ~= nil then
     return redlock_connect(opts, settings, cfg)
   end
   local ch, err, kind = open(cfg)
-  if not ch then return nil, err, kind end
+  if not ch then return errors.fail(err, kind) end
   channel.check(ch)
   local warnings
   warnings, err = eviction_check(ch, opts.strict)

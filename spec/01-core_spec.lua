@@ -148,8 +148,8 @@ describe("redislock.core", function()
       assert.matches("^%x+$", s.sha)
       assert.equal(40, #s.sha)
     end
-    assert.equal(3, core.scripts.acquire.keys)
-    assert.equal(7, core.scripts.release.keys)
+    assert.equal(5, core.scripts.acquire.keys)
+    assert.equal(8, core.scripts.release.keys)
     assert.equal(1, core.scripts.extend.keys)
   end)
 
@@ -179,8 +179,8 @@ describe("redislock.core", function()
         return s and s:find("OK")
       end, 5)
       assert.equal("OK", conn:command("SCRIPT", "FLUSH"))
-      assert.equal(0, conn:script("release", "k", "w", "s", "q", "d", "l", "f", "t"))   -- NOSCRIPT, then LOAD + EVAL
-      assert.equal(0, conn:script("release", "k", "w", "s", "q", "d", "l", "f", "t"))   -- cached again: EVALSHA
+      assert.equal(0, conn:script("release", "k", "w", "s", "q", "d", "l", "f", "h", "t"))  -- NOSCRIPT: LOAD + EVAL
+      assert.equal(0, conn:script("release", "k", "w", "s", "q", "d", "l", "f", "h", "t"))   -- cached again: EVALSHA
       assert.same({ 1 }, conn:command("SCRIPT", "EXISTS", core.scripts.release.sha))
       assert.truthy(helpers.wait_until(function()
         return read(log):find('"EVALSHA" "' .. core.scripts.release.sha .. '"', 1, true)

@@ -102,7 +102,7 @@ describe("redislock command", function()
     wait_key("verbose")
     local code, _, err = run_sync("run", "--verbose", "verbose", "--", "true")
     assert.equal(1, code)
-    assert.matches("^redislock: verbose is held elsewhere %(busy%)\n$", err)
+    assert.matches("^redislock: verbose is held by [^\n]+:%d+ sleep 5 for %d+%.%d s %(busy%)\n$", err)
     holder:stop()
   end)
 

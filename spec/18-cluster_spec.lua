@@ -223,7 +223,7 @@ describe("cluster", function()
   it("an unreachable cluster and a bad seed list are clear errors", function()
     local none, err = redislock.connect { cluster = { "127.0.0.1:" .. helpers.free_port() }, connect_timeout = 0.5 }
     assert.is_nil(none)
-    assert.matches("^cluster unreachable", err)
+    assert.matches("^connection failed: cluster unreachable", err)
     local ok, perr = pcall(redislock.connect, { cluster = { "nope" } })
     assert.is_false(ok)
     assert.matches("bad argument 'cluster'", perr)

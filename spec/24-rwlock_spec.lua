@@ -55,7 +55,8 @@ describe("read-write locks", function()
     local w2 = assert(rw:write())
     assert.is_true(w2.fence > w.fence)
     assert.is_true(w2:release())
-    assert.same({ readers = 0, writer = false, writer_waiting = false }, rw:inspect())
+    assert.same({ readers = 0, writer = false, writer_waiting = false },
+      helpers.pick(rw:inspect(), "readers", "writer", "writer_waiting"))
   end)
 
   it("keep apart from the mutex of the same name, in one slot", function()

@@ -48,14 +48,14 @@ describe("semaphores", function()
     end
     assert.equal("busy", select(2, sem:acquire()))
     assert.equal("timeout", select(2, assert(other:semaphore(sem.name, 3)):acquire { wait = 0.2 }))
-    assert.same({ limit = 3, in_use = 3 }, sem:inspect())
+    assert.same({ limit = 3, in_use = 3 }, helpers.pick(sem:inspect(), "limit", "in_use"))
     assert.is_true(ps[2]:release())
     assert.is_false(ps[2]:held())
     assert.equal("not held", select(2, ps[2]:release()))
     local again = assert(sem:acquire())
-    assert.same({ limit = 3, in_use = 3 }, sem:inspect())
+    assert.same({ limit = 3, in_use = 3 }, helpers.pick(sem:inspect(), "limit", "in_use"))
     for _, p in ipairs { ps[1], ps[3], again } do assert.is_true(p:release()) end
-    assert.same({ limit = 3, in_use = 0 }, sem:inspect())
+    assert.same({ limit = 3, in_use = 0 }, helpers.pick(sem:inspect(), "limit", "in_use"))
   end)
 
   it("keep all its keys in one slot", function()
@@ -77,7 +77,7 @@ describe("semaphores", function()
     local wider = assert(other:semaphore(name, 3))     -- stored: in force for every client
     local d = assert(sem:acquire())
     assert.equal(3, d.in_use)
-    assert.same({ limit = 3, in_use = 3 }, wider:inspect())
+    assert.same({ limit = 3, in_use = 3 }, helpers.pick(wider:inspect(), "limit", "in_use"))
     local narrow = assert(other:semaphore(name, 1))
     assert.is_true(a:held() and b:held() and d:held())  -- none revoked
     assert.equal("busy", select(2, narrow:acquire()))

@@ -85,6 +85,17 @@ end
 --- The whole file, binary; nil when it cannot be opened.
 M.read_file = read_file
 
+--- The fields `...` of table t, as a table of their own (for assert.same
+-- on part of a larger answer).
+function M.pick(t, ...)
+  local out = {}
+  for i = 1, select("#", ...) do
+    local k = select(i, ...)
+    out[k] = t[k]
+  end
+  return out
+end
+
 --- A maker of names no other test in the file uses: fresh() -> "LABEL:1",
 -- "LABEL:2", ...; fresh(other) takes another label for that one name.
 function M.names(label)

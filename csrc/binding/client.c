@@ -26,12 +26,49 @@
 #include "compat.h"
 #include "conn.h"
 #include "deadline.h"
+#include "intr.h"
 #include "luaval.h"
 #include "router.h"
 #include "script.h"
 #include "topo.h"
 #include "watch.h"
 #include "watchdog.h"
+
+/* ---- interrupts (intr.h) ---------------------------------------------- */
+
+/* The hooks on the calling state and on its main thread when the call
+ * began. lua.c sets its SIGINT hook on the main thread; a wait inside a
+ * coroutine then gives up too, and returns "interrupted" (the hook raises
+ * once the main thread runs). */
+static __thread struct {
+    lua_State *main;
+    lua_Hook hook, main_hook;
+    int mask, main_mask;
+} client_intr;
+
+static int client_intr_check(void *ud) {
+    lua_State *L = (lua_State *)ud;
+    if (lua_gethook(L) != client_intr.hook || lua_gethookmask(L) != client_intr.mask) return 1;
+    return client_intr.main != NULL && (lua_gethook(client_intr.main) != client_intr.main_hook ||
+                                        lua_gethookmask(client_intr.main) != client_intr.main_mask);
+}
+
+void client_intr_arm(lua_State *L) {
+    client_intr.hook = lua_gethook(L);
+    client_intr.mask = lua_gethookmask(L);
+    client_intr.main = NULL;
+#if LUA_VERSION_NUM >= 502
+    if (lua_pushthread(L) == 0) {   /* L is a coroutine: its main thread too */
+        lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+        client_intr.main = lua_tothread(L, -1);
+        lua_pop(L, 1);
+        client_intr.main_hook = lua_gethook(client_intr.main);
+        client_intr.main_mask = lua_gethookmask(client_intr.main);
+    }
+    lua_pop(L, 1);
+#endif
+    intr_arm(client_intr_check, L);
+}
 
 client_ud *client_check(lua_State *L) {
     client_ud *u = (client_ud *)udata_check(L, 1, UDATA_CLIENT, sizeof(client_ud), CLIENT_MT);
@@ -44,12 +81,17 @@ client_ud *client_push_closed(lua_State *L) {
 }
 
 /* client:wait_client() -> a client on the same topology with connections
- * of its own (for blocking waits), connected lazily. */
+ * of its own (for blocking waits), connected lazily | nil, err, "memory" */
 static int meth_wait_client(lua_State *L) {
     client_ud *u = client_check(L), *w;
     w = client_push_closed(L);
     w->r = router_new(u->t, 1);
-    if (w->r == NULL) return luaL_error(L, "out of memory");
+    if (w->r == NULL) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "memory: out of memory (the wait connection)");
+        lua_pushliteral(L, "memory");
+        return 3;
+    }
     topo_retain(u->t);
     w->t = u->t;
     return 1;
@@ -107,7 +149,11 @@ static int meth_script(lua_State *L) {
     client_ud *u = client_check(L);
     int n;
     const script_def *s = client_script_args(L, 2, argv, lens, &n);
-    return client_result(L, u, route_script(u->r, s, n, argv, lens));
+    redisReply *r;
+    client_intr_arm(L);
+    r = route_script(u->r, s, n, argv, lens);
+    intr_disarm();
+    return client_result(L, u, r);
 }
 
 /* client:command(name, args...) -> reply | nil, err, kind
@@ -120,10 +166,13 @@ static int meth_command(lua_State *L) {
     size_t lens[CLIENT_MAX_COMMAND_ARGS];
     client_ud *u = client_check(L);
     int n;
+    redisReply *r;
     luaL_checkstring(L, 2);
     n = luaval_args(L, 2, argv, lens, CLIENT_MAX_COMMAND_ARGS);
-    return client_result(L, u, route_command(u->r, n > 1 ? argv[1] : NULL, n > 1 ? lens[1] : 0,
-                                             n, argv, lens));
+    client_intr_arm(L);
+    r = route_command(u->r, n > 1 ? argv[1] : NULL, n > 1 ? lens[1] : 0, n, argv, lens);
+    intr_disarm();
+    return client_result(L, u, r);
 }
 
 /* The watchdog, made on first use, on the client's topology (its own

@@ -9,9 +9,11 @@
 
 #include "lauxlib.h"
 #include "compat.h"
+#include "client.h"
 #include "conn.h"
 #include "deadline.h"
 #include "fanout.h"
+#include "intr.h"
 #include "luaval.h"
 #include "router.h"
 #include "script.h"
@@ -53,12 +55,17 @@ static int meth_fanout(lua_State *L) {
     if (router_sync(u->r) != 0) return client_result(L, u, NULL);
     n = u->r->nconns;
     res = (fanout_result *)lua_newuserdata(L, (size_t)(n ? n : 1) * sizeof *res);
-    if (fanout_script(u->r, s, nargs, argv, lens, deadline_in_ms((long)(timeout * 1000)),
-                      client_quorum_enough, &quorum, res) < 0) {
+    client_intr_arm(L);
+    n = fanout_script(u->r, s, nargs, argv, lens, deadline_in_ms((long)(timeout * 1000)),
+                      client_quorum_enough, &quorum, res);
+    intr_disarm();
+    if (n < 0) {
         lua_pushnil(L);
         lua_pushliteral(L, "out of memory");
-        return 2;
+        lua_pushliteral(L, "memory");
+        return 3;
     }
+    n = u->r->nconns;
     lua_createtable(L, n, 0);
     for (i = 0; i < n; i++) {
         lua_createtable(L, 0, 2);
@@ -110,7 +117,9 @@ static int meth_replicas(lua_State *L) {
     lens[2] = (size_t)snprintf(tbuf, sizeof tbuf, "%ld", (long)(t * 1000));
     if (conn_append(c, 3, argv, lens) != 0) return client_result(L, u, NULL);
     /* Redis answers WAIT at its own timeout: give the socket a little more */
+    client_intr_arm(L);
     r = conn_read(c, deadline_in_ms((long)(t * 1000) + (u->r->timeout_ms > 0 ? u->r->timeout_ms : 2000)));
+    intr_disarm();
     if (r == NULL) {
         u->r->err = c->err;
         snprintf(u->r->errstr, sizeof u->r->errstr, "%s", c->errstr);

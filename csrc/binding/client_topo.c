@@ -7,11 +7,15 @@
  */
 #include "client_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compat.h"
+#include "client.h"
 #include "cluster.h"
+#include "conn.h"
+#include "intr.h"
 #include "luaval.h"
 #include "sentinel_watch.h"
 
@@ -149,7 +153,53 @@ static int meth_set_master(lua_State *L) {
     return 1;
 }
 
+/* client:nodes() -> n | nil, err, kind
+ * How many nodes this client routes to: one; the Sentinel's master; a
+ * Cluster's masters; Redlock's masters (the topology loaded if need be).
+ * For the operator's list, which asks each of them (node_command). */
+static int meth_nodes(lua_State *L) {
+    client_ud *u = client_check(L);
+    if (router_sync(u->r) != 0) return client_result(L, u, NULL);
+    lua_pushinteger(L, u->r->nconns);
+    return 1;
+}
+
+/* client:node_command(i, name, args...) -> reply | nil, err, kind
+ * A command on node i (1 to nodes()), whatever its keys: SCAN on each
+ * master. Never redirected, never retried. */
+#define CLIENT_NODE_MAX_ARGS 64
+static int meth_node_command(lua_State *L) {
+    const char *argv[CLIENT_NODE_MAX_ARGS];
+    size_t lens[CLIENT_NODE_MAX_ARGS];
+    client_ud *u = client_check(L);
+    lua_Integer i = luaL_checkinteger(L, 2);
+    int n;
+    conn *c;
+    redisReply *r;
+    luaL_checkstring(L, 3);
+    n = luaval_args(L, 3, argv, lens, CLIENT_NODE_MAX_ARGS);
+    if (router_sync(u->r) != 0) return client_result(L, u, NULL);
+    if (i < 1 || i > u->r->nconns) return luaL_argerror(L, 2, "no such node");
+    c = router_conn(u->r, (int)i - 1);
+    if (c == NULL) {
+        u->r->err = CONN_ENOMEM;
+        snprintf(u->r->errstr, sizeof u->r->errstr, "out of memory");
+        return client_result(L, u, NULL);
+    }
+    conn_check_idle(c);
+    client_intr_arm(L);
+    r = conn_command(c, n, argv, lens);
+    intr_disarm();
+    if (r == NULL) {
+        u->r->err = c->err;
+        snprintf(u->r->errstr, sizeof u->r->errstr, "%s", c->errstr);
+    }
+    return client_result(L, u, r);
+}
+
 const luaL_Reg client_topo_methods[] = {
+    {"nodes", meth_nodes},
+    {"node_command", meth_node_command},
     {"topology", meth_topology},
     {"route", meth_route},
     {"load_slots", meth_load_slots},

@@ -6,6 +6,8 @@
 
 #include "lauxlib.h"
 #include "compat.h"
+#include "client.h"
+#include "intr.h"
 #include "luaval.h"
 #include "router.h"
 #include "script.h"
@@ -32,7 +34,9 @@ static int meth_blpop_script(lua_State *L) {
     redisReply *woken, *attempt;
     int n, k;
     const script_def *s = client_script_args(L, 4, argv, lens, &n);
+    client_intr_arm(L);
     k = route_wait_try(u->r, key, klen, secs, slen, s, n, argv, lens, &woken, &attempt);
+    intr_disarm();
     if (k == 0) {
         lua_pushboolean(L, 0);
         return 1;

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "intr.h"
 #include "proc_id.h"
 #include "lua.h"
 #include "lauxlib.h"
@@ -47,16 +48,22 @@ static int global_monotime(lua_State *L) {
     return 1;
 }
 
-/* core.sleep(seconds): blocks the calling thread; restarts after signals so
- * the full time passes. Hosts with an event loop (nginx) sleep their own way. */
+/* core.sleep(seconds) -> true | false: blocks the calling thread; restarts
+ * after signals so the full time passes, unless a signal asked the
+ * interpreter to stop (intr.h): then false, at once. Hosts with an event
+ * loop (nginx) sleep their own way. */
 static int global_sleep(lua_State *L) {
     lua_Number s = luaL_checknumber(L, 1);
     struct timespec ts, rem;
+    int stopped = 0;
     if (!(s >= 0 && s <= 86400.0 * 365)) return luaL_argerror(L, 1, "seconds out of range");
     ts.tv_sec = (time_t)s;
     ts.tv_nsec = (long)((s - (lua_Number)ts.tv_sec) * 1e9);
-    while (nanosleep(&ts, &rem) != 0 && errno == EINTR) ts = rem;
-    return 0;
+    client_intr_arm(L);
+    while (nanosleep(&ts, &rem) != 0 && errno == EINTR && !(stopped = intr_pending())) ts = rem;
+    intr_disarm();
+    lua_pushboolean(L, !stopped);
+    return 1;
 }
 
 /* core.drift(ttl) -> seconds: the part of a ttl-second lease not counted
@@ -65,6 +72,20 @@ static int global_drift(lua_State *L) {
     lua_Number ttl = luaL_checknumber(L, 1);
     if (!(ttl >= 0 && ttl <= 1e10)) return luaL_argerror(L, 1, "ttl out of range");
     lua_pushnumber(L, (lua_Number)lease_drift_ms((int64_t)(ttl * 1000 + 0.5)) / 1000);
+    return 1;
+}
+
+/* core.hostname() -> this host's name (gethostname), or nil, err: the
+ * default holder label's first part. */
+static int global_hostname(lua_State *L) {
+    char buf[256];
+    if (gethostname(buf, sizeof buf - 1) != 0) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "gethostname: %s", strerror(errno));
+        return 2;
+    }
+    buf[sizeof buf - 1] = '\0';
+    lua_pushstring(L, buf);
     return 1;
 }
 
@@ -189,6 +210,7 @@ static const luaL_Reg core_functions[] = {
     {"token", global_token},
     {"monotime", global_monotime},
     {"getpid", global_getpid},
+    {"hostname", global_hostname},
     {"drift", global_drift},
     {"sleep", global_sleep},
     {"slot", global_slot},

@@ -105,6 +105,7 @@ const char *conn_kind(int err) {
     case CONN_ETIMEOUT: return "timeout";
     case CONN_EREDIS: return "redis";
     case CONN_ENOMEM: return "memory";
+    case CONN_EINTR: return "interrupted";
     default: return "connection";
     }
 }
@@ -134,17 +135,23 @@ void conn_drop(conn *c) {
     c->last_reply_us = 0;
 }
 
-/* Records why, "connection <what>: <why> (<where>)", and closes. */
+/* Records why, "connection <what>: <why> (<where>)", and closes. An
+ * interrupted wait says so in its own word (the request may have run). */
 void conn_fail(conn *c, int err, const char *what, const char *why) {
     char where[160];
     conn_describe(c, where, sizeof where);
     c->err = err;
-    snprintf(c->errstr, sizeof c->errstr, "connection %.6s: %.116s (%.60s)", what, why, where);
+    if (err == CONN_EINTR)
+        snprintf(c->errstr, sizeof c->errstr, "interrupted: a signal ended the wait (%.80s)", where);
+    else
+        snprintf(c->errstr, sizeof c->errstr, "connection %.6s: %.116s (%.60s)", what, why, where);
     conn_drop(c);
 }
 
 void conn_fail_errno(conn *c, const char *what, int e) {
-    if (e == ETIMEDOUT)
+    if (e == EINTR)
+        conn_fail(c, CONN_EINTR, what, "interrupted");
+    else if (e == ETIMEDOUT)
         conn_fail(c, CONN_ETIMEOUT, what, "timed out");
     else
         conn_fail(c, CONN_ECONNECT, what, strerror(e));

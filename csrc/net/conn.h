@@ -60,7 +60,8 @@ enum conn_err {
     CONN_ETIMEOUT,   /* the deadline passed (connecting or waiting for a reply) */
     CONN_ELOST,      /* closed, reset or garbled in the middle of an exchange */
     CONN_EREDIS,     /* the server refused the handshake (AUTH, SELECT, PING) */
-    CONN_ENOMEM
+    CONN_ENOMEM,
+    CONN_EINTR       /* a signal asked the interpreter to stop (intr.h) */
 };
 
 typedef struct conn_config {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "deadline.h"
+#include "intr.h"
 
 int sock_numeric(const char *host, int port, sock_addrs *out) {
     struct sockaddr_in *v4 = (struct sockaddr_in *)&out->a[0].ss;
@@ -114,6 +115,11 @@ int sock_poll(int fd, short events, int64_t deadline) {
     p.fd = fd;
     p.events = events;
     for (;;) {
+        /* (also after an EINTR that recv saw, before this poll) */
+        if (intr_pending()) {
+            errno = EINTR;
+            return -1;
+        }
         p.revents = 0;
         r = poll(&p, 1, deadline_poll_ms(deadline));
         if (r > 0) return p.revents;

@@ -108,6 +108,7 @@ typedef struct {
     int death_signal;      /* PR_SET_PDEATHSIG, or 0 */
     pid_t parent;          /* the guard, to catch its death before prctl */
     int keep_fd;           /* left open across exec, or -1 */
+    pid_t pgid;            /* the process group to join (the job's leader), or 0 */
 } spawn_setup;
 
 static void process_child_setup(const spawn_setup *o) {
@@ -130,6 +131,9 @@ static void process_child_setup(const spawn_setup *o) {
             _exit(127);
     }
     if (o->keep_fd >= 0) fcntl(o->keep_fd, F_SETFD, 0);
+    /* (the parent does it too: whichever runs first; a leader already
+     * gone leaves us in the guard's group) */
+    if (o->pgid > 0) setpgid(0, o->pgid);
 }
 
 /* core.spawn(argv, env [, opts]) -> pid | nil, err, code
@@ -141,6 +145,8 @@ static void process_child_setup(const spawn_setup *o) {
  *   death_signal = sig     sent to the child when this thread ends
  *                          (PR_SET_PDEATHSIG), even by SIGKILL
  *   keep_fd = fd           a close-on-exec fd the child keeps open
+ *   pgid = pid             the process group the child joins (the job's
+ *                          leader: core.job_leader)
  * code, when exec failed: 127 if there is no such file, 126 if it exists
  * but cannot be executed (the shells' statuses). */
 static int global_spawn(lua_State *L) {
@@ -156,6 +162,7 @@ static int global_spawn(lua_State *L) {
     sigemptyset(&o.ignore);
     o.death_signal = 0;
     o.keep_fd = -1;
+    o.pgid = 0;
     o.parent = getpid();
     if (!lua_isnoneornil(L, 3)) {
         luaL_checktype(L, 3, LUA_TTABLE);
@@ -167,6 +174,9 @@ static int global_spawn(lua_State *L) {
         lua_pop(L, 1);
         lua_getfield(L, 3, "keep_fd");
         if (!lua_isnil(L, -1)) o.keep_fd = (int)luaL_checkinteger(L, -1);
+        lua_pop(L, 1);
+        lua_getfield(L, 3, "pgid");
+        if (!lua_isnil(L, -1)) o.pgid = (pid_t)luaL_checkinteger(L, -1);
         lua_pop(L, 1);
     }
     n = (int)lua_rawlen(L, 1);
@@ -199,6 +209,7 @@ static int global_spawn(lua_State *L) {
         _exit(127);
     }
     close(fds[1]);
+    if (o.pgid > 0) setpgid(pid, o.pgid);
     {
         int e = 0;
         ssize_t got;
@@ -258,4 +269,5 @@ void process_register(lua_State *L) {
     luaL_setfuncs(L, process_functions, 0);
     luaL_setfuncs(L, process_signal_functions, 0);
     luaL_setfuncs(L, process_fd_functions, 0);
+    luaL_setfuncs(L, process_leader_functions, 0);
 }

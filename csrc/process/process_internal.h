@@ -28,5 +28,6 @@ unsigned process_poll(const int *fds, int n, lua_Number t);
 
 extern const luaL_Reg process_signal_functions[];   /* process_signal.c */
 extern const luaL_Reg process_fd_functions[];       /* process_fd.c */
+extern const luaL_Reg process_leader_functions[];   /* process_leader.c */
 
 #endif

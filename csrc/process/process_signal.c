@@ -205,7 +205,95 @@ static int global_signal_wait(lua_State *L) {
     return 3;
 }
 
+/* ---- stopping a wait (the CLI's Ctrl-C) -------------------------------- */
+
+/* The signal that stopped the wait, and the state to raise in. A handler
+ * may only set the hook (lua_sethook is safe in a signal handler, as lua.c's
+ * own SIGINT handler does): the hook raises at the next instruction, and
+ * the wait in C sees the hook and returns at once (intr.h). */
+static volatile sig_atomic_t process_stop_sig;
+static lua_State *process_stop_L;
+static struct sigaction process_stop_old[NSIG];
+static int process_stop_set[NSIG];
+
+static void process_stop_hook(lua_State *L, lua_Debug *ar) {
+    (void)ar;
+    lua_sethook(L, NULL, 0, 0);
+    luaL_error(L, "interrupted by SIG%s", process_signame((int)process_stop_sig) ?
+               process_signame((int)process_stop_sig) : "?");
+}
+
+static void process_stop_handler(int sig) {
+    process_stop_sig = sig;
+    lua_sethook(process_stop_L, process_stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+/* core.stop_on({sig, ...}) -> true | nil, err
+ * core.stop_on(nil)        -> the name of the signal that came, or nil
+ * From the first call until the second, those signals raise "interrupted
+ * by SIGINT" in the main thread, ending any wait of the library at once
+ * (no SA_RESTART: a wait sees EINTR). The second call puts back what was
+ * there before (lua.c's SIGINT handler, SIGTERM's default) and clears a
+ * hook of ours that has not run yet. */
+static int global_stop_on(lua_State *L) {
+    int sig;
+    if (lua_isnoneornil(L, 1)) {
+        for (sig = 1; sig < NSIG; sig++)
+            if (process_stop_set[sig]) {
+                sigaction(sig, &process_stop_old[sig], NULL);
+                process_stop_set[sig] = 0;
+            }
+        if (process_stop_L && lua_gethook(process_stop_L) == process_stop_hook)
+            lua_sethook(process_stop_L, NULL, 0, 0);
+        if (process_stop_sig == 0) return 0;
+        lua_pushstring(L, process_signame((int)process_stop_sig));
+        return 1;
+    } else {
+        sigset_t set;
+        struct sigaction sa;
+        process_sigset(L, 1, &set);
+#if LUA_VERSION_NUM >= 502
+        lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+        process_stop_L = lua_tothread(L, -1);
+        lua_pop(L, 1);
+#else
+        process_stop_L = L;
+#endif
+        process_stop_sig = 0;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = process_stop_handler;
+        sigfillset(&sa.sa_mask);
+        for (sig = 1; sig < NSIG; sig++) {
+            if (sigismember(&set, sig) != 1 || sig == SIGKILL || sig == SIGSTOP) continue;
+            if (sigaction(sig, &sa, process_stop_set[sig] ? NULL : &process_stop_old[sig]) != 0)
+                return process_fail(L, "sigaction");
+            process_stop_set[sig] = 1;
+        }
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+}
+
+/* core.die_by(sig): ends this process by signal sig at its default action
+ * (a shell then sees it died of SIGINT, and a script's loop stops, as after
+ * flock's). Returns only if that did not end it. */
+static int global_die_by(lua_State *L) {
+    int sig = process_checksig(L, 1);
+    struct sigaction dfl;
+    sigset_t one;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(sig, &dfl, NULL);
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    sigprocmask(SIG_UNBLOCK, &one, NULL);
+    raise(sig);
+    return 0;
+}
+
 const luaL_Reg process_signal_functions[] = {
+    {"stop_on", global_stop_on},
+    {"die_by", global_die_by},
     {"kill", global_kill},
     {"signum", global_signum},
     {"ignored_signals", global_ignored_signals},

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "deadline.h"
+#include "intr.h"
 #include "monotime.h"
 #include "native_cmd.h"
 #include "recovery.h"
@@ -204,7 +205,7 @@ int fanout_script(router *r, const script_def *s, int nargs, const char **args, 
             map[np++] = i;
         }
         rc = poll(pfd, (nfds_t)np, deadline_poll_ms(deadline));
-        if (rc < 0 && errno != EINTR) break;
+        if (rc < 0 && (errno != EINTR || intr_pending())) break;   /* (intr.h) */
         for (i = 0; i < np; i++) {
             int k = map[i];
             if (pfd[i].revents == 0) continue;

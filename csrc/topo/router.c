@@ -71,7 +71,7 @@ static void router_fail_conn(router *r, const conn *c) {
  * writes to that master until the sentinels confirm one again
  * (topo_doubt). */
 static void router_suspect(router *r, const recovery *rec) {
-    if (!(rec->todo & RECOVERY_RESOLVE)) return;
+    if (!(rec->todo & RECOVERY_RESOLVE) || r->err == CONN_EINTR) return;   /* (EINTR: ours, not the node's) */
     r->stale = 1;
     if (r->snap) topo_doubt(r->t, r->snap->epoch);
 }
@@ -268,7 +268,7 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             router_fail_conn(r, c);
             recovery_of_failure(c->err, 0, r->t->mode, &rec);
             router_suspect(r, &rec);
-            if (!(rec.todo & RECOVERY_RETRY) || refreshed || deadline_passed(deadline)) break;
+            if (!(rec.todo & RECOVERY_RETRY) || refreshed || deadline_passed(deadline) || r->err == CONN_EINTR) break;
             if (!(rec.todo & RECOVERY_RESOLVE)) refreshed = 1;   /* (nothing to look up: still once) */
             continue;
         }

@@ -13,6 +13,8 @@ local checks = require "redislock.checks"
 local backoff = require "redislock.backoff"
 local lockmod = require "redislock.lock"
 local metrics = require "redislock.metrics"
+local errors = require "redislock.errors"
+local holdermod = require "redislock.holder"
 checks.own(debug.getinfo(1, "S").source)
 
 local monotime, new_token = core.monotime, core.token
@@ -72,10 +74,11 @@ local CHECK = {
     if #v >= 64 then checks.argerror(fname, "owner", "at most 63 bytes") end
   end,
   fence = function(fname, v) check_boolean(fname, "fence", v) end,
+  holder = function(fname, v) holdermod.check(fname, v) end,
 }
 
 -- The options whose combinations settings() checks.
-local COMBINED = { owner = true, fence = true, fair = true, reentrant = true }
+local COMBINED = { owner = true, fence = true, fair = true, reentrant = true, holder = true }
 
 -- Checks acquire's options once; returns the settings the loop uses.
 local function settings(fname, name, opts)
@@ -121,6 +124,10 @@ local function settings(fname, name, opts)
     if opts.reentrant and opts.fair then
       checks.argerror(fname, "fair", "a reentrant lock cannot be fair")
     end
+    if opts.fence == false and opts.holder then
+      -- (the plain SET NX PX of fence = false writes nothing else)
+      checks.argerror(fname, "holder", "recorded by the acquire script: not with fence = false")
+    end
   end
   return opts, ttl, wait, opts.spin, opts.max_hold
 end
@@ -164,7 +171,7 @@ return function(Client)
   -- ends at the caller's deadline (see channel:block).
   function Client:_wait_release(signal, seconds, exact, spin)
     local r, err, kind = self._conn:block(signal, seconds, exact, spin)
-    if r == nil and kind ~= "timeout" then return nil, err end
+    if r == nil and kind ~= "timeout" then return nil, err, kind end
     return true, r or nil
   end
 
@@ -248,43 +255,53 @@ return function(Client)
     return grant(self, name, keys, token, fence, t0, ttl, ttl, opts, max_hold)
   end
 
-  -- One attempt, sent at t0. Returns the lock; or nil, err, holder_ms.
-  -- first: the call's first attempt. deadline: the call's (the end of its
-  -- wait): a refusal Redis asks to wait out (TRYAGAIN while the name's
-  -- slot moves, LOADING) is waited out until then at most (channel
-  -- deadline), not for the whole command timeout.
-  local function try(self, name, keys, token, ttl, mode, opts, max_hold, t0, first, deadline)
+  -- What the acquire scripts' ARGV[3] says of the caller, by mode: "1" it
+  -- will wait for a release notification (and registers as a waiter); "0"
+  -- it tries once (a refusal names the holder); "2" it polls.
+  local FLAG = { notify = "1", once = "0", poll = "2", fair = "1" }
+
+  -- One attempt, sent at t0. Returns the lock; or nil, err, holder_ms, and
+  -- for a refusal of a caller trying once, the holder's label and how long
+  -- it has held the lock (ms), when it recorded them. first: the call's
+  -- first attempt; mode: "once" (wait = 0), "poll", "notify" or "fair";
+  -- label: what the grant records ("" for nothing). deadline: the call's
+  -- (the end of its wait): a refusal Redis asks to wait out (TRYAGAIN
+  -- while the name's slot moves, LOADING) is waited out until then at
+  -- most (channel deadline), not for the whole command timeout.
+  local function try(self, name, keys, token, ttl, mode, opts, max_hold, t0, first, label, deadline)
     local ch = self._conn
     -- (a local: a cosocket call below yields, and other calls run meanwhile)
     local ms = ttl_arg(ttl)
     local r, err
-    if opts.fence == false and (first or mode == "poll") then
-      -- No fence asked for: a plain SET NX PX, no script. A waiter's later
-      -- attempts use the script, which also tells releases someone waits.
+    label = label or ""
+    if opts.fence == false and (first or mode ~= "notify") then
+      -- No fence asked for: a plain SET NX PX, no script (and no holder
+      -- recorded). A waiter's later attempts use the script, which also
+      -- tells releases someone waits.
       ch:deadline(deadline)
       r, err = ch:command("SET", keys.lock, token, "NX", "PX", ms)
       if r == nil then return nil, err end
       if r == "OK" then return granted(self, name, keys, token, nil, t0, ttl, opts, max_hold) end
-      if mode == "poll" then return nil, "busy" end
+      if mode ~= "notify" then return nil, "busy" end
       -- busy, and we will wait: the script registers us
     end
     ch:deadline(deadline)
     if opts.reentrant then
-      r, err = ch:script("acquire_reentrant", keys.lock, keys.fence, keys.waiters, keys.count, token,
-        ms, mode == "notify" and "1" or "0", self._fence_ttl_ms)
+      r, err = ch:script("acquire_reentrant", keys.lock, keys.fence, keys.waiters, keys.count, keys.holder,
+        keys.waiting, token, ms, FLAG[mode], self._fence_ttl_ms, label)
       if not r then return nil, err end
-      if r[1] ~= 1 then return nil, "busy", r[2] end
+      if r[1] ~= 1 then return nil, "busy", r[2], r[3], r[4] end
       return self:_grant_entry(name, keys, token, r[2], t0, ttl, opts, max_hold)
     elseif mode == "fair" then
       r, err = ch:script("acquire_fair", keys.lock, keys.fence, keys.queue, keys.deadlines,
-        keys.leases, keys.signal .. ":" .. token, keys.waiters, token, ttl_ms(ttl), FAIR_KEEP_MS,
-        fair_grant_ms(ttl), self._fence_ttl_ms)
+        keys.leases, keys.signal .. ":" .. token, keys.waiters, keys.holder, token, ttl_ms(ttl), FAIR_KEEP_MS,
+        fair_grant_ms(ttl), self._fence_ttl_ms, label)
     else
-      r, err = ch:script("acquire", keys.lock, keys.fence, keys.waiters, token,
-        ms, mode == "notify" and "1" or "0", self._fence_ttl_ms)
+      r, err = ch:script("acquire", keys.lock, keys.fence, keys.waiters, keys.holder, keys.waiting, token,
+        ms, FLAG[mode], self._fence_ttl_ms, label)
     end
     if not r then return nil, err end
-    if r[1] ~= 1 then return nil, "busy", r[2] end
+    if r[1] ~= 1 then return nil, "busy", r[2], r[3], r[4] end
     if r[3] then
       -- handed to us earlier, with this much of its lease left; the
       -- releaser wrote it: make our own write for WAIT to count
@@ -318,17 +335,19 @@ return function(Client)
   -- nothing when the attempt did not run.
   local WAIT_TRY_MIN_TTL = 1       -- seconds
   local WAIT_TRY_SLACK = 0.25      -- seconds left after the wait, at least
-  local function wait_try(self, name, keys, token, ttl, signal, limit, left, spin, opts, max_hold)
+  local function wait_try(self, name, keys, token, ttl, signal, limit, left, spin, opts, max_hold, label)
     if ttl < WAIT_TRY_MIN_TTL or opts.reentrant or (opts.replicas and opts.replicas > 0) then return nil end
     local seconds = math.min(limit, ttl / 4)
     if seconds + WAIT_TRY_SLACK > left then return nil end
     local t0 = monotime()
     local sent, v, r, unsent = self._conn:wait_try(signal, seconds, spin, "acquire", keys.lock, keys.fence,
-      keys.waiters, token, ttl_arg(ttl), "1", self._fence_ttl_ms)
+      keys.waiters, keys.holder, keys.waiting, token, ttl_arg(ttl), "1", self._fence_ttl_ms, label)
     if sent == false then return nil end
     if sent == nil then
       -- the attempt may have run: take back what it may have granted
       if unsent ~= "unsent" then self:_release_keys(keys, token) end
+      -- (a wait a signal ended: the call ends with it)
+      if r == "interrupted" then return false, nil, nil, v end
       return false
     end
     local woken = v ~= nil   -- (nil: Redis refused the BLPOP, it did not wait)
@@ -339,41 +358,30 @@ return function(Client)
       max_hold and max_hold + (monotime() - t0))
   end
 
-  -- client:acquire, with argument errors naming `fname` (acquire or with_lock).
-  local function acquire(self, fname, name, opts)
-    local ttl, wait, spin, max_hold
-    opts, ttl, wait, spin, max_hold = settings(fname, name, opts)
-    Client.poll(self)   -- (raises once the client is closed; not through __index: the hot path)
+  -- Did a signal end the call (intr.h)? Its err then starts with the word.
+  local function interrupted(err)
+    return type(err) == "string" and err:sub(1, 11) == "interrupted"
+  end
+  local STOPPED = "interrupted: a signal ended the wait"
 
-    local keys = self._keys_of(name)
-    -- One token for the whole call: it is also a fair waiter's place in
-    -- line. A reentrant lock's is its owner's.
-    local token = opts.reentrant and (opts.owner or self:_owner()) or new_token()
-    if not token then token = assert(new_token()) end   -- (raises with the reason)
-    if wait == 0 then
-      -- one attempt, no loop (the uncontended path)
-      local t_call = monotime()
-      local lock, err = try(self, name, keys, token, ttl, "poll", opts, max_hold, t_call, true, t_call)
-      metrics.acquire_done(self, name, lock, err, t_call, 0)   -- [metrics]
-      return lock, err
-    end
-    local mode = opts.fair and wait > 0 and "fair"
-      or (wait > 0 and opts.notify ~= false) and "notify" or "poll"
+  -- Waits for the lock: attempts until taken or `wait` passed. Returns the
+  -- lock | nil, err; and the failed attempts.
+  local function wait_loop(self, name, keys, token, ttl, wait, spin, max_hold, opts, mode, t_call, label)
     local signal = mode == "fair" and keys.signal .. ":" .. token or keys.signal
-    local t_call = monotime()
     local deadline = t_call + wait
     local attempt = 0
     local lock, err, holder_ms
     local tried   -- a refusal wait_try brought: it stands for the next attempt
+    local ch = self._conn
     while true do
       local t_try = monotime()
       if tried then
         tried = nil
       else
-        lock, err, holder_ms = try(self, name, keys, token, ttl, mode, opts, max_hold, t_try, attempt == 0,
+        lock, err, holder_ms = try(self, name, keys, token, ttl, mode, opts, max_hold, t_try, attempt == 0, label,
           deadline)
       end
-      if lock or wait == 0 then break end
+      if lock or interrupted(err) then break end
       local now = monotime()
       if now >= deadline then
         if err == "busy" then err = "timeout" end
@@ -390,28 +398,33 @@ return function(Client)
       -- one BLPOP at most an hour: a huge `wait` just loops
       limit = math.min(limit, 3600)
       local free_now = err == "busy" and (holder_ms == 0 or (holder_ms == -2 and mode ~= "fair"))
-      local woken, handed = false, nil
+      local woken, handed, werr, wkind = false, nil, nil, nil
       local ran, got, gerr, gms
       local waits = mode ~= "poll" and err == "busy" and not free_now and limit >= 0.001
       if waits and mode == "notify" then
         local w
         w, handed, got, gerr, gms = wait_try(self, name, keys, token, ttl, signal, limit, deadline - now,
-          spin or auto_spin(self, name), opts, max_hold)
+          spin or auto_spin(self, name), opts, max_hold, label)
         if w ~= nil then woken, waits = w, false end
         ran = got ~= nil or gerr ~= nil
       end
       if waits then
         local t_block = monotime()
-        woken, handed = self:_wait_release(signal, limit, limit >= deadline - now,
+        woken, handed, wkind = self:_wait_release(signal, limit, limit >= deadline - now,
           spin or auto_spin(self, name))
         if handed then saw_wait(self, name, monotime() - t_block) end
+        if woken == nil then werr = handed end
       end
-      if ran then
+      local slept = true
+      if wkind == "interrupted" then
+        err = werr
+        break
+      elseif ran then
         -- the attempt queued behind the wait ran: its outcome is this round's
         lock, err, holder_ms, tried = got, gerr, gms, true
-        if lock then break end
+        if lock or interrupted(err) then break end
         -- a wait Redis refused at once (a wrong type, an ACL): no hot loop
-        if not woken then self._conn:sleep(math.min(backoff.delay(attempt), limit)) end
+        if not woken then slept = ch:sleep(math.min(backoff.delay(attempt), limit)) end
       elseif mode == "fair" and handed then
         -- A release handed us the lock with a short lease. It did so after
         -- our last attempt ran (which cleared any older hand-over), so the
@@ -428,27 +441,86 @@ return function(Client)
         end
         if lock then break end
       elseif free_now then
-        if holder_ms == 0 then self._conn:sleep(0.001) end
+        if holder_ms == 0 then slept = ch:sleep(0.001) end
       elseif not woken then
-        self._conn:sleep(math.min(backoff.delay(attempt), limit))
+        slept = ch:sleep(math.min(backoff.delay(attempt), limit))
+      end
+      if slept == false then   -- (a signal ended the sleep: intr.h)
+        err = STOPPED
+        break
       end
     end
-    if not lock and mode == "fair" then
+    return lock, err, attempt
+  end
+
+  -- What a call that waited and ended without a lock takes back: its place
+  -- among the waiters inspect counts, or in a fair line; and, when it was
+  -- cut short (an interrupt, an error in a callback), a grant it may have
+  -- got (an attempt whose reply never came back to us). Not for a
+  -- reentrant lock: its token is the owner's, whose other holds stay.
+  local function undo(self, keys, token, mode, opts, cut)
+    if mode == "fair" then
       -- Leave the line; if a release handed us the lock just now, releasing
       -- it hands it on to the next in line.
       self._conn:script("dequeue", keys.queue, keys.deadlines, keys.leases, token)
-      self:_release_keys(keys, token)
+    elseif mode == "notify" then
+      self._conn:command("ZREM", keys.waiting, token)
+    end
+    if (cut or mode == "fair") and not opts.reentrant then self:_release_keys(keys, token) end
+  end
+
+  -- client:acquire, with argument errors naming `fname` (acquire or with_lock).
+  local function acquire(self, fname, name, opts)
+    local ttl, wait, spin, max_hold
+    opts, ttl, wait, spin, max_hold = settings(fname, name, opts)
+    Client.poll(self)   -- (raises once the client is closed; not through __index: the hot path)
+
+    local keys = self._keys_of(name)
+    -- One token for the whole call: it is also a fair waiter's place in
+    -- line. A reentrant lock's is its owner's.
+    local token = opts.reentrant and (opts.owner or self:_owner()) or new_token()
+    if not token then token = assert(new_token()) end   -- (raises with the reason)
+    -- What the grant records as its holder (redislock.holder): only a
+    -- label given here, or a reentrant owner's token, can hold the token
+    local label = opts.holder
+    if label == nil and not opts.reentrant then
+      label = holdermod.label(self, nil)
+    else
+      label = holdermod.label(self, label, token, fname)
+    end
+    local t_call = monotime()
+    -- Protected: a signal's hook (intr.h) may raise inside, after a grant
+    -- whose reply it cut off; nothing granted to this token may stay then.
+    local ok, lock, err, attempt, mode, _, hlabel, hheld
+    if wait == 0 then
+      -- one attempt, no loop (the uncontended path)
+      mode, attempt = "once", 0
+      ok, lock, err, _, hlabel, hheld = pcall(try, self, name, keys, token, ttl, "once", opts, max_hold,
+        t_call, true, label, t_call)
+      if err == "busy" then err = holdermod.busy(hlabel, hheld) end
+    else
+      mode = opts.fair and "fair" or opts.notify ~= false and "notify" or "poll"
+      ok, lock, err, attempt = pcall(wait_loop, self, name, keys, token, ttl, wait, spin, max_hold, opts, mode,
+        t_call, label)
+    end
+    if not ok then
+      pcall(undo, self, keys, token, mode, opts, true)
+      error(lock, 0)
+    end
+    if not lock and (mode == "notify" or mode == "fair" or interrupted(err)) then
+      undo(self, keys, token, mode, opts, interrupted(err))
     end
     metrics.acquire_done(self, name, lock, err, t_call, attempt)   -- [metrics]
     if lock then return lock end
-    return nil, err
+    return errors.fail(err)
   end
   Client._acquire = acquire
 
   --- Takes the lock `name`, waiting up to opts.wait seconds for it.
   -- syntax: lock, err = client:acquire(name, {ttl=30, wait=0, watchdog=true,
   --           on_lost=fn, max_hold=nil, notify=true, fair=false, spin=0})
-  -- err: "busy" (tried once), "timeout" (waited), or a connection/redis error.
+  -- err, kind: "busy" (tried once), "timeout" (waited), or another kind of
+  -- redislock.errors (connection, redis, watchdog, ...).
   function Client:acquire(name, opts)
     return acquire(self, "acquire", name, opts)
   end
@@ -461,8 +533,8 @@ return function(Client)
     if not checks.callable(fn) then
       checks.argerror("with_lock", "fn", "function expected, got " .. type(fn))
     end
-    local lock, err = self:_acquire("with_lock", name, opts)
-    if not lock then return nil, err end
+    local lock, err, kind = self:_acquire("with_lock", name, opts)
+    if not lock then return nil, err, kind end
     local res = { n = 0 }
     local function keep(ok, ...)
       res = { n = select("#", ...) + 1, ok, ... }

@@ -9,6 +9,8 @@
 --   "timeout"     the deadline passed (connecting, or waiting for a reply)
 --   "redis"       Redis answered with an error
 --   "memory"      out of memory
+-- These are the transport's own: redislock.errors turns them into the kinds
+-- callers see (a command that timed out is a "connection" failure there).
 --
 --   ch:script(name, keys..., args...)  -> reply | nil, err, kind
 --       runs the embedded script `name` (EVALSHA, LOAD + EVAL on NOSCRIPT) on the

@@ -61,6 +61,13 @@ function _M.check_callable(fname, argname, value, optional)
   end
 end
 
+-- A bound as a message shows it: an integer with every digit (%g would
+-- write 2^31 as 2.14748e+09), anything else as %g.
+local function bound(x)
+  if x == math.floor(x) and x > -1e15 and x < 1e15 then return string.format("%.0f", x) end
+  return string.format("%g", x)
+end
+
 -- A finite number within [lo, hi]; NaN fails every comparison and so fails.
 function _M.check_number(fname, argname, value, lo, hi, allow_inf)
   if type(value) ~= "number" then
@@ -69,7 +76,7 @@ function _M.check_number(fname, argname, value, lo, hi, allow_inf)
   if value ~= value then argerror(fname, argname, "number expected, got NaN") end
   if value == huge and allow_inf then return end
   if not (value >= lo and value <= hi) then
-    argerror(fname, argname, string.format("must be between %g and %g", lo, hi))
+    argerror(fname, argname, "must be between " .. bound(lo) .. " and " .. bound(hi))
   end
 end
 

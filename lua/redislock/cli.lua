@@ -10,10 +10,16 @@
 -- reads end-of-file there. `-o` leaves the pipe out: the lock then covers
 -- COMMAND alone. The guard is the job's subreaper, so processes whose parent
 -- exits stay its descendants, and a lost lock's signals reach all of them.
+-- Should the guard itself die (SIGKILL), the job's group leader
+-- (csrc/process_leader.c) passes that on to the job's process group.
 
 local redislock = require "redislock"
 local core = require "redislock.core"
 local options = require "redislock.cli_options"
+local lockmod = require "redislock.lock"
+local errors = require "redislock.errors"
+local holdermod = require "redislock.holder"
+local textmod = require "redislock.text"
 
 local usage, spec_of, parse = options.usage, options.spec_of, options.parse
 local check_name, one_name = options.check_name, options.one_name
@@ -127,8 +133,43 @@ end
 
 --- status, release, break -------------------------------------------------
 
+--- The operator's view: status, list -----------------------------------------
+
+-- A time on the server's clock (seconds since the epoch), as people and
+-- scripts read it: 2024-05-01T12:00:00.123Z.
+local function iso_time(t)
+  local whole = math.floor(t)
+  return os.date("!%Y-%m-%dT%H:%M:%S", whole) .. string.format(".%03dZ", math.floor((t - whole) * 1000))
+end
+
+-- A duration for people: "12.4 s".
+local function seconds(x)
+  return string.format("%.1f s", x)
+end
+
+-- JSON, for the --json outputs: a string (valid UTF-8, escaped), a number
+-- (decimals: 3), true/false, null, and objects with their keys in `order`.
+local function json_value(v, decimals)
+  if v == nil then return "null" end
+  if type(v) == "boolean" then return tostring(v) end
+  if type(v) == "number" then return string.format("%." .. (decimals or 3) .. "f", v) end
+  return textmod.json_string(v)
+end
+
+local function json_object(t, order, integers)
+  local out = {}
+  for _, k in ipairs(order) do
+    out[#out + 1] = textmod.json_string(k) .. ":" .. json_value(t[k], integers and integers[k] and 0)
+  end
+  return "{" .. table.concat(out, ",") .. "}"
+end
+
+local STATUS_FIELDS = { "name", "held", "holder", "since", "held_for", "ttl", "fence", "waiters" }
+local ROW_FIELDS = { "name", "kind", "holder", "since", "held_for", "ttl", "waiters", "fence" }
+local INTEGERS = { fence = true, waiters = true }
+
 local function cmd_status(args)
-  local opts, rest = parse(args, 2, spec_of({ ["show-token"] = "flag" }))
+  local opts, rest = parse(args, 2, spec_of({ ["show-token"] = "flag", json = "flag" }))
   if opts.help then return say(io.stdout, HELP.status) or 0 end
   if opts.version then return say(io.stdout, "redislock ", redislock._VERSION) or 0 end
   local name = one_name(rest, "status")
@@ -138,13 +179,74 @@ local function cmd_status(args)
   local warnings = warnings_of(client)
   client:close()
   if not info then return fail(EXIT.unavailable, err) end
-  say(io.stdout, "name: ", name)
+  if opts.json then
+    info.name = name
+    local fields = { (table.unpack or unpack)(STATUS_FIELDS) } -- luacheck: ignore 143
+    if opts["show-token"] then fields[#fields + 1] = "token" end
+    say(io.stdout, json_object(info, fields, INTEGERS))
+    return info.held and 0 or EXIT.conflict
+  end
+  say(io.stdout, "name: ", textmod.shown(name))
   say(io.stdout, "held: ", info.held and "yes" or "no")
+  if info.holder then say(io.stdout, "holder: ", textmod.shown(info.holder, holdermod.MAX)) end
+  if info.since then
+    say(io.stdout, "since: ", iso_time(info.since),
+      info.held_for and (" (held " .. seconds(info.held_for) .. ")") or "")
+  end
   if info.ttl then say(io.stdout, "ttl: ", string.format("%.3f", info.ttl), " s") end
   say(io.stdout, "fence: ", fence_string(info.fence))
+  if info.waiters then say(io.stdout, "waiters: ", string.format("%d", info.waiters)) end
   if opts["show-token"] and info.token then say(io.stdout, "token: ", info.token) end
   for _, w in ipairs(warnings) do say(io.stdout, "warning: ", w) end
   return info.held and 0 or EXIT.conflict
+end
+
+-- Rows as columns for people: padded to the widest cell, two spaces apart.
+local function columns(rows)
+  local widths = {}
+  for _, row in ipairs(rows) do
+    for i, cell in ipairs(row) do widths[i] = math.max(widths[i] or 0, #cell) end
+  end
+  local out = {}
+  for _, row in ipairs(rows) do
+    local cells = {}
+    for i, cell in ipairs(row) do
+      cells[i] = i < #row and cell .. string.rep(" ", widths[i] - #cell) or cell
+    end
+    out[#out + 1] = table.concat(cells, "  ")
+  end
+  return table.concat(out, "\n")
+end
+
+local function cmd_list(args)
+  local opts, rest = parse(args, 2, spec_of({ json = "flag" }))
+  if opts.help then return say(io.stdout, HELP.list) or 0 end
+  if opts.version then return say(io.stdout, "redislock ", redislock._VERSION) or 0 end
+  if rest[2] ~= nil then usage("list takes at most one PATTERN") end
+  local pattern = rest[1] or "*"
+  if pattern == "" then usage("PATTERN must not be empty") end
+  local client, code = connect(opts, resolve_url(opts))
+  if not client then return code end
+  local rows, err = client:list(pattern)
+  client:close()
+  if not rows then return fail(EXIT.unavailable, err) end
+  if opts.json then
+    local out = {}
+    for i, row in ipairs(rows) do out[i] = json_object(row, ROW_FIELDS, INTEGERS) end
+    say(io.stdout, '{"locks":[', table.concat(out, ","), "]}")
+    return 0
+  end
+  if #rows == 0 then return 0 end
+  local lines = { { "NAME", "KIND", "HOLDER", "HELD", "TTL", "WAITERS" } }
+  for _, row in ipairs(rows) do
+    lines[#lines + 1] = {
+      textmod.shown(row.name, 120), row.kind, row.holder and textmod.shown(row.holder, holdermod.MAX) or "-",
+      row.held_for and seconds(row.held_for) or "-", row.ttl and seconds(row.ttl) or "-",
+      string.format("%d", row.waiters or 0),
+    }
+  end
+  say(io.stdout, columns(lines))
+  return 0
 end
 
 local function cmd_release(args)
@@ -212,8 +314,9 @@ local function check_run(opts, rest)
   if conflict ~= math.floor(conflict) or conflict > 255 then
     usage("--conflict-exit-code must be an integer 0-255")
   end
-  if opts.ttl and not (opts.ttl >= 0.001 and opts.ttl <= 2 ^ 31) then
-    usage("--ttl must be between 0.001 and 2147483648")
+  -- (the library's range, in the same words: one minimum)
+  if opts.ttl and not (opts.ttl >= lockmod.MIN_TTL and opts.ttl <= lockmod.MAX_TTL) then
+    usage(string.format("--ttl must be between %g and %.0f seconds", lockmod.MIN_TTL, lockmod.MAX_TTL))
   end
   if opts.wait and opts.wait > 2 ^ 31 then usage("--wait must be at most 2147483648") end
   if opts.nonblock and opts.wait and opts.wait > 0 then usage("-n and -w exclude each other") end
@@ -278,6 +381,7 @@ local function supervise(client, lock, job, opts)
       local pid, how, code = core.waitpid(-1, true)
       if not pid or pid == 0 then break end
       if pid == job.pid then status = how == "exited" and code or 128 + code end
+      if pid == job.leader then job.leader = nil end   -- (killed with the job: gone)
     end
     if open and core.drain(job.rfd) then
       open = false
@@ -324,17 +428,59 @@ local function cmd_run(args, launch)
   -- handler in place; without it, SIGINT's first state is unknown.
   local ignored = core.ignored_signals(launch and launch.sigign)
 
+  -- (ignored from here on, the wait included)
+  local ignore = numbers_of(ignored)
+  core.ignore_signals(ignore)
   local client, code = connect(opts, url)
   if not client then return code end
   local t0 = core.monotime()
-  local lock, err = client:acquire(name, { ttl = opts.ttl or 30, wait = opts.wait or 0 })
-  if not lock then
+  local watched = { "CHLD" }
+  for _, sig in ipairs(FORWARDED) do
+    if not ignored[sig] then watched[#watched + 1] = sig end
+  end
+  -- Ctrl-C (SIGINT) and SIGTERM end the wait at once, as with flock: the
+  -- library gives back whatever the wait may have been granted, and we
+  -- die of that signal (130, 143). From the signalfd on, they are read
+  -- there instead (and passed on to the job).
+  local stops = {}
+  for _, sig in ipairs({ "INT", "TERM" }) do
+    if not ignored[sig] then stops[#stops + 1] = sig end
+  end
+  core.stop_on(stops)
+  -- Who holds it, for `status` and `list` elsewhere: this guard and its job
+  local label = textmod.utf8(string.format("%s:%d %s", core.hostname() or "?", core.getpid(),
+    table.concat(command, " ")), holdermod.MAX)
+  local ok, lock, err, sfd = pcall(function()
+    local l, e = client:acquire(name, { ttl = opts.ttl or 30, wait = opts.wait or 0, holder = label })
+    -- Signals become readable on a signalfd; the child gets them unblocked.
+    local fd = l and assert(core.signalfd(watched))
+    core.stop_on(nil)
+    return l, e, fd
+  end)
+  local stopped = core.stop_on(nil)
+  if not ok then
+    -- A lock the acquire got but could not hand back (the signal came as
+    -- it returned) is registered with the client all the same.
+    for _, l in pairs(client._locks or {}) do pcall(l.release, l) end
     client:close()
-    if err == "busy" or err == "timeout" then
+    if not stopped then error(lock, 0) end
+    core.die_by(stopped)
+    return 128 + core.signum(stopped)
+  end
+  if not lock then
+    local kind = errors.kind_of(err)
+    if kind == "busy" or kind == "timeout" then
       -- Silent by default, like flock -n: cron mails whatever a job prints.
-      if opts.verbose then say(io.stderr, "redislock: ", name, " is held elsewhere (", err, ")") end
+      if opts.verbose then
+        local info = client:inspect(name)
+        local by = info and info.holder and ("by " .. textmod.shown(info.holder, holdermod.MAX) ..
+          (info.held_for and " for " .. seconds(info.held_for) or "")) or "elsewhere"
+        say(io.stderr, "redislock: ", textmod.shown(name), " is held ", by, " (", kind, ")")
+      end
+      client:close()
       return conflict
     end
+    client:close()
     return fail(EXIT.unavailable, err)
   end
   if opts.verbose then
@@ -343,14 +489,6 @@ local function cmd_run(args, launch)
     for _, w in ipairs(warnings_of(client)) do say(io.stderr, "redislock: warning: ", w) end
   end
 
-  local ignore = numbers_of(ignored)
-  core.ignore_signals(ignore)
-  local watched = { "CHLD" }
-  for _, sig in ipairs(FORWARDED) do
-    if not ignored[sig] then watched[#watched + 1] = sig end
-  end
-  -- Signals become readable on a signalfd; the child gets them unblocked.
-  local sfd = assert(core.signalfd(watched))
   local rfd, wfd
   if not opts.close then
     assert(core.subreaper())
@@ -370,22 +508,37 @@ local function cmd_run(args, launch)
     env.REDISLOCK_URL_FILE = false
   end
   if opts["fence-env"] then env[opts["fence-env"]] = fence_string(lock.fence) end
+  -- The job's own process group, led by a process that passes our death
+  -- on to all of it (csrc/process_leader.c); not at a terminal's prompt,
+  -- where the job must stay in the terminal's foreground group.
+  local leader = not core.foreground_tty() and core.job_leader(death_signal, opts["kill-after"] or 10) or nil
+  local function end_leader(job)
+    if job.leader then
+      core.kill(job.leader, "KILL")
+      core.waitpid(job.leader)
+    end
+  end
   local pid, why
-  pid, why, code = core.spawn(command, env, { ignore = ignore, death_signal = death_signal, keep_fd = wfd })
+  pid, why, code = core.spawn(command, env, { ignore = ignore, death_signal = death_signal, keep_fd = wfd,
+    pgid = leader })
   if wfd then core.close(wfd) end
+  local job = { pid = pid, rfd = rfd, sfd = sfd, self = core.getpid(), leader = leader }
   if not pid then
+    end_leader(job)
     lock:release()
     client:close()
     return fail(code or EXIT.cannot_exec, why)
   end
-  local status, lost = supervise(client, lock, { pid = pid, rfd = rfd, sfd = sfd, self = core.getpid() }, opts)
+  local status, lost = supervise(client, lock, job, opts)
+  end_leader(job)
   if not lost then lock:release() end
   client:close()
   if lost and on_lost ~= "ignore" then return EXIT.lost end
   return status
 end
 
-local COMMANDS = { run = cmd_run, status = cmd_status, release = cmd_release, ["break"] = cmd_break }
+local COMMANDS = { run = cmd_run, status = cmd_status, list = cmd_list, release = cmd_release,
+  ["break"] = cmd_break }
 
 --- Runs the command line; returns the exit status.
 -- syntax: status = cli.main(args [, launch])

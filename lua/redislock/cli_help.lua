@@ -10,7 +10,8 @@ Redis locks from the shell: run a job on one host only.
 
 commands:
   run      run a command while holding a lock
-  status   show whether a lock is held
+  status   show whether a lock is held, and by whom
+  list     show every lock held now, and by whom
   release  release a lock with its holder's token
   break    delete a stuck lock
 
@@ -48,7 +49,12 @@ are passed on to COMMAND (to what is left of the job once COMMAND has
 exited). Those a terminal sends to the whole foreground group (^C, ^\,
 hangup) reached COMMAND already and are not sent again. A signal ignored
 when redislock started (nohup, `cmd &` in sh) stays ignored in COMMAND.
-If redislock itself dies, even by SIGKILL, COMMAND gets --death-signal.
+If redislock itself dies, even by SIGKILL, COMMAND gets --death-signal,
+and outside a terminal's prompt so does every process of the job's own
+process group (then SIGKILL after --kill-after); one that left the group
+(setsid) does not.
+SIGINT (Ctrl-C) or SIGTERM while waiting for the lock end the wait at
+once: nothing is left taken, and redislock dies of that signal (130, 143).
 
 options:
   --url URL                 Redis URL (default: $REDISLOCK_URL); repeated:
@@ -74,7 +80,7 @@ options:
   --death-signal SIG        sent to COMMAND if redislock dies (default TERM)
   --fence-env NAME          also export the fence as $NAME
   --keep-env                pass REDISLOCK_URL and REDISLOCK_URL_FILE on
-  --verbose                 say when the lock is busy or taken
+  --verbose                 say when the lock is taken, or who holds it
   --quiet                   say nothing when the lock is busy (the default)
   -h, --help                this help
   -V, --version             the version
@@ -91,12 +97,29 @@ exit status:
 
   status = [[
 usage: redislock status [--url URL] [--url-file FILE] [--prefix P] [--strict]
-                        [--show-token] NAME
+                        [--json] [--show-token] NAME
 
-Prints whether NAME is held, its remaining ttl and its fence counter, and
-any warning about the server (such as an eviction policy that can drop
-locks). The holder's token is a secret and shown only with --show-token.
+Prints whether NAME is held, by whom (holder: the label its holder chose,
+by default HOST:PID, and `redislock run` adds its command) and since when
+(the server's clock), its remaining ttl, its fence counter, how many wait
+for it, and any warning about the server (such as an eviction policy that
+can drop locks). The holder's token is a secret and shown only with
+--show-token. --json: one JSON object (name, held, holder, since, held_for,
+ttl, fence, waiters; times in seconds).
 exit status: 0 held, 1 not held, 2 usage error, 69 Redis unreachable]],
+
+  list = [[
+usage: redislock list [--url URL] [--url-file FILE] [--prefix P] [--strict]
+                      [--json] [PATTERN]
+
+Prints every lock held now whose name matches PATTERN (a glob: * ? [abc];
+default *), one line per holder: NAME, KIND (lock; write and read for a
+read-write lock; permit for a semaphore), HOLDER, how long it has been held,
+the ttl left, and how many wait. Found with SCAN (never KEYS), on every
+master of a Cluster; over several --url (Redlock), the locks a majority
+holds. --json: {"locks": [{name, kind, holder, since, held_for, ttl,
+waiters, fence}, ...]}, times in seconds. No token is ever shown.
+exit status: 0 (also when none is held), 2 usage error, 69 Redis unreachable]],
 
   release = [[
 usage: redislock release [--url URL] [--url-file FILE] [--prefix P] --token TOKEN NAME

@@ -11,6 +11,7 @@ local keys = require "redislock.keys"
 local losses = require "redislock.losses"
 local metrics = require "redislock.metrics"
 local events = require "redislock.events"
+local errors = require "redislock.errors"
 checks.own(debug.getinfo(1, "S").source)
 
 local _M = {}
@@ -48,6 +49,7 @@ function _M.new(ch, settings)
     _owner_pid = core.getpid(),   -- where `owner` was drawn (reentrant.lua)
     _metrics = metrics.new(),        -- the Lua side's counters (redislock.metrics)
     _on_event = settings.on_event,   -- fn(event, fields) or nil (redislock.events)
+    _holder = settings.holder,       -- the grants' label: nil (the default), a string, false
   }, Client)
 end
 
@@ -68,15 +70,18 @@ function Client:poll()
   local ch = self._conn
   if self._on_event then events.deliver(self, ch) end   -- [events] the C side's, first
   local reports = ch:losses()
-  if not reports then return 0 end
+  if not reports and not self._lost_queue and not self._event_queue then return 0 end
   return losses.deliver(self, reports, self._locks)
 end
 
 --- A file descriptor that becomes readable when a loss report is pending,
 -- for event loops (cqueues, luv, nginx); then call client:poll().
--- syntax: fd, err = client:fd()
+-- syntax: fd, err, kind = client:fd()
+-- err: "watchdog failed: ..." when no eventfd or thread could be made.
 function Client:fd()
-  return self:_open():fd()
+  local fd, err = self:_open():fd()
+  if fd then return fd end
+  return errors.fail("watchdog failed: " .. tostring(err))
 end
 
 --- Counters and histograms: the C core's (the watchdog's renewals,

@@ -295,7 +295,7 @@ function Transport:_refresh()
         last = err
       end
     end
-    return nil, "cluster unreachable (last: " .. tostring(last) .. ")"
+    return nil, "connection failed: cluster unreachable (last: " .. tostring(last) .. ")"
   end
   -- Sentinel: whom to trust is decided in one place, the C topology's
   -- follower thread (csrc/sentinel.h: a majority of the sentinels, the
@@ -341,6 +341,13 @@ end
 local MAX_TRIES = 8
 local MAX_WAITS = 200                -- pauses when nothing bounds the call (timeout = 0)
 
+-- A failure as the channel gives it: nil, err, kind.
+local function failed(err)
+  err = tostring(err)
+  return nil, err, err:find("timed out", 1, true) and "timeout" or
+    (err:find("^redis error") and "redis" or "connection")
+end
+
 -- Runs fn(red) on a pooled connection to the node of key; the result as
 -- the native client's. What a refusal or a failure asks for is the C
 -- core's rule (core.recovery, csrc/recovery.h), the native router's: MOVED
@@ -359,7 +366,7 @@ function Transport:_call(fn, key, until_t)
   local asking, refreshed, tries, waits = nil, false, 0, 0
   while true do
     tries = tries + 1
-    if tries > MAX_TRIES then return nil, "redis error: too many redirects (the cluster is resharding?)" end
+    if tries > MAX_TRIES then return failed("redis error: too many redirects (the cluster is resharding?)") end
     if self._stale then
       self._stale = false
       refreshed = true
@@ -367,16 +374,16 @@ function Transport:_call(fn, key, until_t)
     end
     local node, err = asking, nil
     if not node then node, err = self:_node(key) end
-    if not node then return nil, err end
+    if not node then return failed(err) end
     local red, cerr, not_sent = self:_get(node, timeout_ms)
     if not red then
       if not not_sent then
         self:_doubt(node)
-        return nil, cerr
+        return failed(cerr)
       end
       local _, todo = core.recovery_failure(mode, "refused", false)
       if todo.resolve then self:_doubt(node) end
-      if not todo.retry or refreshed then return nil, cerr end
+      if not todo.retry or refreshed then return failed(cerr) end
       -- nothing was sent: the node may be another one now (once)
       if todo.resolve then self._stale = true else refreshed = true end
       asking = nil
@@ -398,7 +405,7 @@ function Transport:_call(fn, key, until_t)
           self._stale = true
           self:_doubt(node)
         end
-        return nil, lost(rerr, node_where(node))
+        return failed(lost(rerr, node_where(node)))
       end
       if res ~= false then
         red:set_keepalive(POOL_IDLE_MS, POOL_SIZE)
@@ -408,7 +415,7 @@ function Transport:_call(fn, key, until_t)
       local _, todo, target = core.recovery(mode, rerr)
       if todo.drop then red:close() else red:set_keepalive(POOL_IDLE_MS, POOL_SIZE) end
       -- (NOSCRIPT is script's own to recover from, inside fn)
-      if not todo.retry or todo.eval then return nil, "redis error: " .. rerr end
+      if not todo.retry or todo.eval then return failed("redis error: " .. rerr) end
       if todo.asking then asking = parse_hostport(target) end
       if todo.pause then
         -- it did not run, and may once the node is ready: wait, more each
@@ -416,9 +423,9 @@ function Transport:_call(fn, key, until_t)
         waits = waits + 1
         tries = tries - 1
         local left = stop - monotime()
-        if left <= 0 or (not bounded and waits > MAX_WAITS) then return nil, "redis error: " .. rerr end
+        if left <= 0 or (not bounded and waits > MAX_WAITS) then return failed("redis error: " .. rerr) end
         ngx.sleep(math.min(core.recovery_pause(waits), left))
-        if monotime() >= stop then return nil, "redis error: " .. rerr end
+        if monotime() >= stop then return failed("redis error: " .. rerr) end
       end
       if todo.resolve and not (todo.pause and waits > 1) then
         asking = nil
@@ -532,12 +539,6 @@ local function wait_transport(self)
   return waiter
 end
 
--- A wait's failure as the channel gives it: nil, err, kind.
-local function wait_failed(err)
-  return nil, err, err:find("timed out", 1, true) and "timeout" or
-    (err:find("^redis error") and "redis" or "connection")
-end
-
 --- BLPOP key for up to `seconds`, on a pooled connection of its own (see
 -- redislock.channel). No spinning here: a cosocket wait costs the worker
 -- nothing, and nginx wakes it when the reply comes.
@@ -546,7 +547,7 @@ function Transport:block(key, seconds, exact)
   local waiter = wait_transport(self)
   waiter:set_timeout(seconds + (exact and 0.005 or 0.25))
   local r, err = waiter:command("BLPOP", key, string.format("%.3f", seconds))
-  if r == nil then return wait_failed(err) end
+  if r == nil then return failed(err) end
   return r and r[2] or false
 end
 
@@ -583,7 +584,7 @@ function Transport:wait_try(key, seconds, _, name, ...)
     if not vals then return nil, perr end
     return { vals[1], vals[2] }
   end, key)
-  if res == nil then return wait_failed(err) end
+  if res == nil then return failed(err) end
   -- (converted: a nil bulk is false, an error the bare message)
   local woken, reply = res[1], res[2]
   for _, e in ipairs({ woken, reply }) do

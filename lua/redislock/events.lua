@@ -3,7 +3,8 @@
 -- fn(event, fields) runs on the Lua side only, inside a library call or
 -- client:poll(), through losses.call: an error it raises is caught and
 -- kept, with its traceback, in client.callback_error, and never breaks
--- the call. Events from the C side (the watchdog's renewal failures and
+-- the call. Events wait in a queue, so one that yields never loses the
+-- others (losses.lua). Events from the C side (the watchdog's renewal failures and
 -- reconnects, the main connections' reconnects, topology changes) are
 -- queued in C and taken here at the next call (client:events()).
 --
@@ -23,19 +24,23 @@ local losses = require "redislock.losses"
 
 local _M = {}
 
---- Calls the client's on_event(event, fields), protected.
+--- Calls the client's on_event(event, fields), protected, through the
+-- client's queue of events (losses.queue): a callback that yields and is
+-- never resumed leaves the events after it queued for the next call.
 function _M.emit(client, event, fields)
-  losses.call(client, client._on_event, event, fields)
+  losses.queue(client, "_event_queue", client._on_event, event, fields)
+  if not client._defer_events then losses.drain(client, "_event_queue") end
 end
 local emit = _M.emit
 
---- Delivers the C side's pending events (ch: the client's channel). A
--- renewal failure of a lock already released is dropped: its lease no
--- longer matters to anyone.
+--- Delivers the C side's pending events (ch: the client's channel), all
+-- queued before the first callback runs. A renewal failure of a lock
+-- already released is dropped: its lease no longer matters to anyone.
 function _M.deliver(client, ch)
   local list = ch:events()
   if not list then return end
   local locks = client._locks
+  client._defer_events = true
   for i = 1, #list do
     local f = list[i]
     local event = f.event
@@ -49,6 +54,8 @@ function _M.deliver(client, ch)
     end
     if ok then emit(client, event, f) end
   end
+  client._defer_events = nil
+  losses.drain(client, "_event_queue")
 end
 
 return _M

@@ -7,6 +7,7 @@
 
 local checks = require "redislock.checks"
 local keys = require "redislock.keys"
+local errors = require "redislock.errors"
 checks.own(debug.getinfo(1, "S").source)
 
 local argerror = checks.argerror
@@ -34,9 +35,9 @@ return function(Client)
     end
     check_fence("fenced_set", fence)
     local ch = self:_open()
-    local r, err = ch:script("fenced_set", keys.resource(self._prefix, resource), value, fence)
-    if not r then return nil, err end
-    if r == 0 then return nil, "stale" end
+    local r, err, kind = ch:script("fenced_set", keys.resource(self._prefix, resource), value, fence)
+    if not r then return errors.fail(err, kind) end
+    if r == 0 then return nil, "stale", "stale" end
     return r
   end
 
@@ -49,9 +50,9 @@ return function(Client)
     checks.check_string("fenced_get", "resource", resource)
     check_fence("fenced_get", fence)
     local ch = self:_open()
-    local r, err = ch:script("fenced_get", keys.resource(self._prefix, resource), fence)
-    if not r then return nil, err end
-    if r[1] ~= 1 then return nil, "stale" end
+    local r, err, kind = ch:script("fenced_get", keys.resource(self._prefix, resource), fence)
+    if not r then return errors.fail(err, kind) end
+    if r[1] ~= 1 then return nil, "stale", "stale" end
     return r[2]
   end
 end

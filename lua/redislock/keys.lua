@@ -35,6 +35,11 @@ local function build(prefix, name)
     leases = key .. ":queue:leases",
     count = key .. ":count",        -- a reentrant lock's entries (no ttl:
                                     -- deleted with the lock)
+    holder = key .. ":holder",      -- "<since us> <token> <label>", written
+                                    -- with every grant (lives fence_ttl; read
+                                    -- only while its token holds the lock)
+    waiting = key .. ":waiting",    -- notify waiters: token -> until when it
+                                    -- waits (ms), for inspect's count
   }
 end
 
@@ -68,6 +73,8 @@ function _M.rwlock(prefix, name)
     readers_signal = key .. ":readers_signal",
     writers_waiting = key .. ":writers_waiting",
     writers_signal = key .. ":writers_signal",
+    writer_holder = key .. ":holder",       -- the writer's, as a lock's holder
+    reader_holders = key .. ":readers:holders", -- reader token -> "<since us> <label>"
   }
 end
 
@@ -79,7 +86,14 @@ function _M.semaphore(prefix, name)
     limit = key .. ":limit",                -- the permits in force
     waiting = key .. ":waiting",            -- token -> blocks until (ms)
     signal = key .. ":signal",
+    holders = key .. ":holders",            -- permit token -> "<since us> <label>"
   }
+end
+
+--- The name whose keys start with "{" .. tag .. "}" (the inverse of tag).
+function _M.untag(t)
+  if not t:find("\1", 1, true) then return t end
+  return (t:gsub("\1(.)", { ["("] = "{", [")"] = "}", ["\1"] = "\1" }))
 end
 
 --- The key of a fenced resource: its value, fence and version in one hash,

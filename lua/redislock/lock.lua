@@ -10,6 +10,7 @@ local core = require "redislock.core"
 local setmetatable = setmetatable
 local checks = require "redislock.checks"
 local metrics = require "redislock.metrics"
+local errors = require "redislock.errors"
 checks.own(debug.getinfo(1, "S").source)
 
 local monotime = core.monotime
@@ -67,10 +68,10 @@ end
 -- strongly consistent; a write acknowledged by replicas can still be lost
 -- in a failover (to a replica that had not received it).
 function _M.wait_replicas(ch, n, timeout)
-  local acks, err = ch:replicas(n, timeout or 1)
-  if not acks then return nil, err end
+  local acks, err, kind = ch:replicas(n, timeout or 1)
+  if not acks then return errors.fail(err, kind) end
   if acks < n then
-    return nil, string.format("replicas: %d of %d acknowledged", acks, n)
+    return errors.fail(string.format("replicas: %d of %d acknowledged", acks, n))
   end
   return true
 end
@@ -87,7 +88,7 @@ _M.MUTEX = {
   extend = function(ch, keys, token, ms) return ch:script("extend", keys.lock, token, ms) end,
   release = function(client, keys, token)
     return client._conn:script("release", keys.lock, keys.waiters, keys.signal, keys.queue,
-      keys.deadlines, keys.leases, keys.fence, token, client._fence_ttl_ms)
+      keys.deadlines, keys.leases, keys.fence, keys.holder, token, client._fence_ttl_ms)
   end,
   renew = "extend",
   key = function(keys) return keys.lock end,
@@ -194,13 +195,13 @@ function Lock:extend(ttl, opts)
   local ch = client:_open()
   client:poll()
   -- A lost lock stays lost: the caller may already have acted on the loss.
-  if self._state ~= "held" or self._pid ~= getpid() then return nil, "not held" end
+  if self._state ~= "held" or self._pid ~= getpid() then return nil, "not held", "not held" end
   local t0 = monotime()
-  local r, err = self._kind.extend(ch, self._keys, self.token, ttl_arg(ttl), self.fence)
-  if not r then return nil, err end
+  local r, err, kind = self._kind.extend(ch, self._keys, self.token, ttl_arg(ttl), self.fence)
+  if not r then return errors.fail(err, kind) end
   if r ~= 1 then
     self:_lose("not held")
-    return nil, "not held"
+    return nil, "not held", "not held"
   end
   self.ttl = ttl
   self._expires = lease_end(t0, ttl)
@@ -216,8 +217,8 @@ end
 function Lock:release()
   local client = self._client
   client:poll()   -- (raises once the client is closed)
-  if self._state == "released" then return nil, "not held" end
-  if self._pid ~= getpid() then return nil, "not held" end
+  if self._state == "released" then return nil, "not held", "not held" end
+  if self._pid ~= getpid() then return nil, "not held", "not held" end
   -- Unregister first: from here on the watchdog queues nothing for this
   -- key, and a renewal not yet written is taken back (it never waits). A
   -- reentrant lock's registration is shared by its holds: only the last
@@ -229,18 +230,18 @@ function Lock:release()
   -- A handle of our own alone, unwatched and now used by nothing: the
   -- client's next watch binds it anew (no allocation on the hot path).
   if watch and not group then client._spare_watch = watch end
-  local r, err = self._kind.release(client, self._keys, self.token, self.fence)
+  local r, err, kind = self._kind.release(client, self._keys, self.token, self.fence)
   if group then group:leave(self, r) end
   if not r then
     -- Not renewed any more, and we cannot tell whether the delete ran:
     -- count the lock as lost; its ttl frees the name if it did not.
     self:_lose("unreachable")
-    return nil, err
+    return errors.fail(err, kind)
   end
   if r == 0 then
     self:_lose("not held")
     self._state = "released"
-    return nil, "not held"
+    return nil, "not held", "not held"
   end
   self._state = "released"
   self._expires = math.min(self._expires, monotime())

@@ -20,6 +20,8 @@
 local core = require "redislock.core"
 local checks = require "redislock.checks"
 local events = require "redislock.events"
+local kind_of = require("redislock.errors").kind_of
+local textmod = require "redislock.text"
 checks.own(debug.getinfo(1, "S").source)
 
 local monotime = core.monotime
@@ -80,10 +82,11 @@ function _M.acquire_done(client, name, lock, err, t_call, retries)
     return
   end
   if retries > 0 then rec_add(rec, "waits") end
-  if err == "busy" then
+  local kind = kind_of(err)
+  if kind == "busy" then
     rec_add(rec, "busy")
     if client._on_event then events.emit(client, "busy", { name = name }) end
-  elseif err == "timeout" then
+  elseif kind == "timeout" then
     rec_add(rec, "timeouts")
     if client._on_event then
       events.emit(client, "timeout", { name = name, waited = monotime() - t_call, attempts = retries + 1 })
@@ -209,9 +212,17 @@ local function num(x)
 end
 _M.num = num
 
--- A label value, escaped as the format wants: \ " and newline.
+-- A label value is at most this many bytes: a label is a name for people
+-- and dashboards, and one as long as a file would make every sample as
+-- long (a 10 MB label made a 1.18 GB exposition).
+_M.MAX_LABEL_BYTES = 256
+
+-- A label value, valid UTF-8 (the format requires it: an invalid byte
+-- becomes U+FFFD), at most MAX_LABEL_BYTES, escaped as the format wants:
+-- \ " and newline.
 local function label_value(v)
-  return (tostring(v):gsub('[\\"\n]', { ["\\"] = "\\\\", ['"'] = '\\"', ["\n"] = "\\n" }))
+  return (textmod.utf8(v, _M.MAX_LABEL_BYTES):gsub('[\\"\n]', { ["\\"] = "\\\\", ['"'] = '\\"',
+    ["\n"] = "\\n" }))
 end
 _M.label_value = label_value
 

@@ -30,7 +30,9 @@ local function block(self, key, seconds, exact, spin)
   if not conn then
     -- the same topology (one node, the Sentinel's master, the Cluster's
     -- map), connections of its own
-    conn = self:wait_client()
+    local err, kind
+    conn, err, kind = self:wait_client()
+    if not conn then return nil, err, kind end
     waits[self] = conn
   end
   conn:set_timeout(seconds + (exact and 0.005 or 0.25))

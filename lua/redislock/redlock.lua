@@ -21,8 +21,8 @@
 --           majority is free; a BLPOP per master would cost N connections
 --           per waiter for a hint.
 -- extend    needs a majority within the validity; a partial extend is
---           reported ("extend: only K of N masters"), never quietly
---           half-done.
+--           reported ("quorum: extend reached only K of N masters"),
+--           never quietly half-done.
 -- watchdog  renews on all N masters in one polled fan-out (the C thread):
 --           held while a majority renewed within the lease; lost as soon as
 --           more than N - quorum answer "not held", or at the lease end
@@ -51,6 +51,9 @@ local backoff = require "redislock.backoff"
 local lockmod = require "redislock.lock"
 local clientmod = require "redislock.client"
 local metrics = require "redislock.metrics"
+local holdermod = require "redislock.holder"
+local admin = require "redislock.admin"
+local errors = require "redislock.errors"
 checks.own(debug.getinfo(1, "S").source)
 
 local monotime = core.monotime
@@ -75,7 +78,7 @@ local DEFAULT_TTL = 30
 local MIN_MASTER_TIMEOUT = 0.01
 
 local OPTIONS = { ttl = true, wait = true, watchdog = true, on_lost = true, max_hold = true,
-  reentrant = true }
+  reentrant = true, holder = true }
 
 --- How long each master gets for one attempt: a twentieth of the ttl (a
 -- slow master then costs at most 5% of the lease), at least 10 ms, at
@@ -98,40 +101,59 @@ local function tally(results)
   return yes, answered
 end
 
+-- The first master's failure: err, kind (a message without a place, such
+-- as the fan-out's "no answer in time", gets the master's number).
 local function first_error(results)
-  for _, r in ipairs(results) do
-    if r.err then return r.err, r.kind end
+  for i, r in ipairs(results) do
+    if r.err then
+      local err = r.err
+      if not err:find("%(.*%)$") then err = err .. " (master " .. i .. " of " .. #results .. ")" end
+      return err, r.kind
+    end
   end
+end
+
+-- ch:fanout, with a fan-out that could not start at all (out of memory,
+-- no topology) read as every master failing that way.
+local function fanout(ch, n, ...)
+  local results, err, kind = ch:fanout(...)
+  if results then return results end
+  results = {}
+  for i = 1, n do results[i] = { err = err, kind = kind or "memory" } end
+  return results
 end
 
 --- Deletes key on every master where it still holds token. Returns how
 -- many masters had it, and whether every master answered.
 function RedlockClient:_release_all(key, token, ttl)
-  local results = self._conn:fanout(self:master_timeout(ttl or DEFAULT_TTL), 0, "redlock_release",
+  local results = fanout(self._conn, self._masters, self:master_timeout(ttl or DEFAULT_TTL), 0, "redlock_release",
     key, token)
   local had, answered = tally(results)
   return had, answered == #results, results
 end
 
 -- How many masters refused the acquire because another value was there,
--- and the shortest lease left among the holders they named (holder_ms: a
--- waiter never sleeps past it).
+-- the shortest lease left among the holders they named (holder_ms: a
+-- waiter never sleeps past it), and a holder's label and how long it has
+-- held the lock (ms), from the first that had them.
 local function refusals(results)
-  local count, holder_ms = 0, nil
+  local count, holder_ms, label, held = 0, nil, nil, nil
   for _, r in ipairs(results) do
     if type(r.ok) == "table" and r.ok[1] == 0 then
       count = count + 1
       if r.ok[2] and r.ok[2] > 0 then holder_ms = math.min(holder_ms or math.huge, r.ok[2]) end
+      if not label and r.ok[3] then label, held = r.ok[3], r.ok[4] end
     end
   end
-  return count, holder_ms
+  return count, holder_ms, label, held
 end
 
--- One attempt at t0: the lock's lease end, or nil, err, holder_ms.
-function RedlockClient:_attempt(key, token, ttl)
+-- One attempt at t0: the lock's lease end, or nil, err, holder_ms (and for
+-- "busy", the holder's label and held ms).
+function RedlockClient:_attempt(key, token, ttl, label)
   local t0 = monotime()
-  local results = self._conn:fanout(self:master_timeout(ttl), self._quorum, "redlock_acquire",
-    key, token, ttl_ms(ttl))
+  local results = fanout(self._conn, self._masters, self:master_timeout(ttl), self._quorum, "redlock_acquire",
+    key, key .. ":holder", token, ttl_ms(ttl), label or "", self._fence_ttl_ms)
   local granted = tally(results)
   local expires = lockmod.lease_end(t0, ttl)
   if granted >= self._quorum and monotime() < expires then return expires end
@@ -140,10 +162,10 @@ function RedlockClient:_attempt(key, token, ttl)
   if granted >= self._quorum then
     return nil, "connection too slow: the majority came after the lease ended"
   end
-  local busy, holder_ms = refusals(results)
-  if busy > #results - self._quorum then return nil, "busy", holder_ms end
+  local busy, holder_ms, hlabel, held = refusals(results)
+  if busy > #results - self._quorum then return nil, "busy", holder_ms, hlabel, held end
   local err = first_error(results)
-  return nil, err or "busy", holder_ms
+  return nil, err or "busy", holder_ms, hlabel, held
 end
 
 function RedlockClient:_acquire(fname, name, opts)
@@ -160,10 +182,12 @@ function RedlockClient:_acquire(fname, name, opts)
   checks.check_callable(fname, "on_lost", opts.on_lost, true)
   local max_hold = opts.max_hold
   if max_hold ~= nil then checks.check_number(fname, "max_hold", max_hold, lockmod.MIN_TTL, lockmod.MAX_TTL) end
+  holdermod.check(fname, opts.holder)
   self:_open()
   self:poll()
   local keys = self._keys_of(name)
   local token = assert(core.token())
+  local label = holdermod.label(self, opts.holder, token, fname)
   local t_call = monotime()
   local deadline = t_call + wait
   local attempt = 0
@@ -171,7 +195,7 @@ function RedlockClient:_acquire(fname, name, opts)
   -- unless a lock is returned.
   local ok, lock, err = pcall(function()
     while true do
-      local expires, aerr, holder_ms = self:_attempt(keys.lock, token, ttl)
+      local expires, aerr, holder_ms, hlabel, held = self:_attempt(keys.lock, token, ttl, label)
       if expires then
         local l = setmetatable(lockmod.new(self, name, keys, token, nil, ttl, expires, opts.on_lost), RedlockLock)
         if opts.watchdog ~= false then
@@ -185,13 +209,15 @@ function RedlockClient:_acquire(fname, name, opts)
         end
         return l
       end
-      if wait == 0 then return nil, aerr end
+      if wait == 0 then return nil, aerr == "busy" and holdermod.busy(hlabel, held) or aerr end
       local now = monotime()
       if now >= deadline then return nil, aerr == "busy" and "timeout" or aerr end
       attempt = attempt + 1
       local limit = deadline - now
       if holder_ms then limit = math.min(limit, holder_ms / 1000) end
-      self._conn:sleep(math.max(0, math.min(backoff.delay(attempt), limit)))
+      if self._conn:sleep(math.max(0, math.min(backoff.delay(attempt), limit))) == false then
+        return nil, "interrupted: a signal ended the wait"   -- (csrc/intr.h)
+      end
     end
   end)
   if not ok then
@@ -199,7 +225,7 @@ function RedlockClient:_acquire(fname, name, opts)
     error(lock, 0)
   end
   metrics.acquire_done(self, name, lock, err, t_call, attempt)   -- [metrics]
-  return lock, err
+  return errors.result(lock, err)
 end
 
 function RedlockClient:acquire(name, opts)
@@ -223,34 +249,63 @@ RedlockClient.semaphore = single_server("semaphore")
 RedlockClient.adopt = single_server("adopt")
 
 --- What each master says about `name`: held when a majority has the same
--- token. { held =, ttl = (the shortest among those), token =, masters =
--- { {token =, ttl =} or {err =}, ... } }
+-- token. { held =, ttl = (the shortest among those), token =, holder =,
+-- since =, held_for = (from the first of those that recorded a holder),
+-- waiters = 0 (Redlock waiters do not register), fence = 0, masters =
+-- { {held = (has the majority's token), ttl =} or {err =}, ... } }
 function RedlockClient:inspect(name)
   checks.check_name("inspect", name)
   self:_open()
   local key = self._keys_of(name).lock
-  local results = self._conn:fanout(self:master_timeout(DEFAULT_TTL), 0, "redlock_inspect", key)
-  local counts, masters, best = {}, {}, nil
+  local results = fanout(self._conn, self._masters, self:master_timeout(DEFAULT_TTL), 0, "redlock_inspect", key,
+    key .. ":holder")
+  local counts, tokens, best = {}, {}, nil
   for i, r in ipairs(results) do
-    if r.ok then
-      local token, pttl = r.ok[1] or nil, r.ok[2]
-      masters[i] = { token = token, ttl = pttl and pttl > 0 and pttl / 1000 or nil }
-      if token then
-        counts[token] = (counts[token] or 0) + 1
-        if not best or counts[token] > counts[best] then best = token end
-      end
-    else
-      masters[i] = { err = r.err }
+    local token = r.ok and r.ok[1] or nil
+    tokens[i] = token
+    if token then
+      counts[token] = (counts[token] or 0) + 1
+      if not best or counts[token] > counts[best] then best = token end
     end
   end
   local held = best ~= nil and counts[best] >= self._quorum
-  local ttl
-  if held then
-    for _, m in ipairs(masters) do
-      if m.token == best and m.ttl then ttl = math.min(ttl or math.huge, m.ttl) end
+  local info = { held = held, token = held and best or nil, fence = 0, waiters = 0, masters = {} }
+  for i, r in ipairs(results) do
+    if r.ok then
+      local pttl = r.ok[2]
+      local mine = held and tokens[i] == best
+      info.masters[i] = { held = mine, ttl = pttl and pttl > 0 and pttl / 1000 or nil }
+      if mine and info.masters[i].ttl then info.ttl = math.min(info.ttl or math.huge, info.masters[i].ttl) end
+      if mine and r.ok[3] and not info.holder then
+        info.holder, info.since, info.held_for = r.ok[3], holdermod.since(r.ok[4]), r.ok[5] / 1000
+      end
+    else
+      info.masters[i] = { err = r.err }
     end
   end
-  return { held = held, ttl = ttl, token = held and best or nil, fence = 0, masters = masters }
+  return info
+end
+
+--- Every lock held now (by a majority) whose name matches `pattern`, found
+-- with SCAN on every master: rows as client:list gives them.
+function RedlockClient:list(pattern)
+  if pattern == nil then pattern = "*" end
+  checks.check_string("list", "pattern", pattern)
+  local found, err, kind = admin.scan(self:_open(), self._prefix, pattern)
+  if not found then return nil, err, kind end
+  local rows = {}
+  for _, f in ipairs(found) do
+    if f[2] == "lock" then
+      local info
+      info, err, kind = self:inspect(f[1])
+      if not info then return nil, err, kind end
+      if info.held then
+        rows[#rows + 1] = { name = f[1], kind = "lock", holder = info.holder, since = info.since,
+          held_for = info.held_for, ttl = info.ttl, waiters = 0 }
+      end
+    end
+  end
+  return rows
 end
 
 function RedlockClient:release_token(name, token)
@@ -259,15 +314,15 @@ function RedlockClient:release_token(name, token)
   self:_open()
   local had, all, results = self:_release_all(self._keys_of(name).lock, token)
   if had > 0 then return true end
-  if not all then return nil, first_error(results) end
-  return nil, "not held"
+  if not all then return errors.fail(first_error(results)) end
+  return nil, "not held", "not held"
 end
 
 function RedlockClient:break_lock(name)
   checks.check_name("break_lock", name)
-  local info, err = self:inspect(name)
-  if not info then return nil, err end
-  if not info.held then return nil, "not held" end
+  local info, err, kind = self:inspect(name)
+  if not info then return nil, err, kind end
+  if not info.held then return nil, "not held", "not held" end
   return self:release_token(name, info.token)
 end
 
@@ -278,9 +333,9 @@ function RedlockLock:extend(ttl)
   local client = self._client
   client:_open()
   client:poll()
-  if self._state ~= "held" or self._pid ~= core.getpid() then return nil, "not held" end
+  if self._state ~= "held" or self._pid ~= core.getpid() then return nil, "not held", "not held" end
   local t0 = monotime()
-  local results = client._conn:fanout(client:master_timeout(ttl), client._quorum, "extend",
+  local results = fanout(client._conn, client._masters, client:master_timeout(ttl), client._quorum, "extend",
     self._keys.lock, self.token, ttl_ms(ttl))
   local yes, answered = tally(results)
   local expires = lockmod.lease_end(t0, ttl)
@@ -293,9 +348,10 @@ function RedlockLock:extend(ttl)
   end
   if answered - yes > #results - client._quorum then
     self:_lose("not held")
-    return nil, "not held"
+    return nil, "not held", "not held"
   end
-  return nil, string.format("extend: only %d of %d masters (a majority is %d)", yes, #results, client._quorum)
+  return errors.fail(string.format("quorum: extend reached only %d of %d masters (a majority is %d)", yes,
+    #results, client._quorum))
 end
 
 --- lock:release(): on every master.
@@ -303,8 +359,8 @@ function RedlockLock:release()
   local client = self._client
   client:_open()
   client:poll()
-  if self._state == "released" then return nil, "not held" end
-  if self._pid ~= core.getpid() then return nil, "not held" end
+  if self._state == "released" then return nil, "not held", "not held" end
+  if self._pid ~= core.getpid() then return nil, "not held", "not held" end
   if self._watch then
     self._watch:unwatch()
     self._watch = nil
@@ -312,14 +368,14 @@ function RedlockLock:release()
   local had, all, results = client:_release_all(self._keys.lock, self.token, self.ttl)
   if had == 0 and not all then
     self:_lose("unreachable")
-    return nil, first_error(results)
+    return errors.fail(first_error(results))
   end
   if had == 0 then self:_lose("not held") end   -- (counted, once, like Lock's)
   self._state = "released"
   self._expires = math.min(self._expires, monotime())
   if had == 0 then
     self.lost_reason = self.lost_reason or "not held"
-    return nil, "not held"
+    return nil, "not held", "not held"
   end
   metrics.released(self)   -- [metrics]
   return true
@@ -339,9 +395,11 @@ function _M.connect(masters, settings, cfg)
   local quorum = math.floor(#nodes / 2) + 1
   local client = setmetatable(clientmod.new(ch, settings), RedlockClient)
   client._quorum = quorum
+  client._masters = #nodes
   client._master_cap = cfg.timeout and cfg.timeout > 0 and cfg.timeout or 2
   -- a majority must answer now, as connect checks the server elsewhere
-  local results = ch:fanout(math.min(cfg.connect_timeout or 2, client._master_cap), quorum, "redlock_ping")
+  local results = fanout(ch, #nodes, math.min(cfg.connect_timeout or 2, client._master_cap), quorum,
+    "redlock_ping")
   local up = tally(results)
   if up < quorum then
     ch:close()

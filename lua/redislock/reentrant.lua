@@ -12,6 +12,7 @@ local checks = require "redislock.checks"
 local core = require "redislock.core"
 local lockmod = require "redislock.lock"
 local metrics = require "redislock.metrics"
+local errors = require "redislock.errors"
 checks.own(debug.getinfo(1, "S").source)
 
 local monotime, getpid = core.monotime, core.getpid
@@ -138,7 +139,7 @@ function _M.install(Client)
       err = "not held"
     end
     metrics.acquire_done(self, name, lock, err, t0, 0)   -- [metrics]
-    return lock, err
+    return errors.result(lock, err)
   end
 end
 

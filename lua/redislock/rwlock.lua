@@ -15,6 +15,7 @@
 local checks = require "redislock.checks"
 local keysmod = require "redislock.keys"
 local waiting = require "redislock.waiting"
+local errors = require "redislock.errors"
 checks.own(debug.getinfo(1, "S").source)
 
 
@@ -32,7 +33,7 @@ _M.READ = {
   -- the last reader out wakes a waiting writer
   release = function(client, keys, token)
     return client._conn:script("release_share", keys.readers, keys.writers_waiting,
-      keys.writers_signal, keys.readers_waiting, keys.readers_signal, token, "member",
+      keys.writers_signal, keys.readers_waiting, keys.readers_signal, keys.reader_holders, token, "member",
       "if_empty", "none")
   end,
   renew = "zset_renew",
@@ -45,7 +46,8 @@ _M.WRITE = {
   extend = function(ch, keys, token, ms) return ch:script("extend", keys.writer, token, ms) end,
   release = function(client, keys, token)
     return client._conn:script("release_share", keys.writer, keys.readers_waiting,
-      keys.readers_signal, keys.writers_waiting, keys.writers_signal, token, "key", "all", "one")
+      keys.readers_signal, keys.writers_waiting, keys.writers_signal, keys.reader_holders, token, "key", "all",
+      "one")
   end,
   renew = "extend",
   key = function(keys) return keys.writer end,
@@ -62,13 +64,13 @@ _M.RWLock = RWLock
 --           max_hold=nil, notify=true, spin=0})
 -- err: "busy" (tried once), "timeout" (waited), or a connection error.
 function RWLock:read(opts)
-  local keys = self._keys
+  local keys, fence_ttl = self._keys, self._client._fence_ttl_ms
   local lock, err = waiting.acquire(self, "read", opts, _M.READ, keys.readers_signal,
-    function(ch, token, ms, block_ms)
-      return ch:script("rw_read", keys.writer, keys.readers, keys.marker, keys.readers_waiting, token,
-        ms, block_ms)
+    function(ch, token, ms, block_ms, label)
+      return ch:script("rw_read", keys.writer, keys.readers, keys.marker, keys.readers_waiting,
+        keys.reader_holders, token, ms, block_ms, fence_ttl, label)
     end)
-  return lock, err
+  return errors.result(lock, err)
 end
 
 --- The write side: a lock object like acquire's, with a fence that grows
@@ -77,37 +79,27 @@ end
 function RWLock:write(opts)
   local keys, fence_ttl = self._keys, self._client._fence_ttl_ms
   local lock, err, token = waiting.acquire(self, "write", opts, _M.WRITE, keys.writers_signal,
-    function(ch, tok, ms, block_ms)
+    function(ch, tok, ms, block_ms, label)
       return ch:script("rw_write", keys.writer, keys.readers, keys.marker, keys.fence,
-        keys.writers_waiting, tok, ms, block_ms, fence_ttl, WRITER_MARKER_MS)
+        keys.writers_waiting, keys.writer_holder, tok, ms, block_ms, fence_ttl, WRITER_MARKER_MS, label)
     end, WRITER_HEARTBEAT)
   if not lock then
     -- Gave up: take our marker back now (readers need not wait it out).
     self._client._conn:script("release_share", keys.marker, keys.readers_waiting, keys.readers_signal,
-      keys.writers_waiting, keys.writers_signal, token, "key", "all", "none")
+      keys.writers_waiting, keys.writers_signal, keys.reader_holders, token, "key", "all", "none")
   end
-  return lock, err
+  return errors.result(lock, err)
 end
 
---- What Redis says about the lock now: { readers = n, writer = bool,
--- writer_waiting = bool }.
--- syntax: info, err = rw:inspect()
+--- What Redis says about the lock now (one round trip): { readers = n,
+-- writer = bool, writer_waiting = bool, waiters = n, holders = { {kind =
+-- "write" | "read", holder =, since =, held_for =, ttl =}, ... } } (the
+-- writer first, then each reader; see client:inspect for the fields).
+-- syntax: info, err, kind = rw:inspect()
 function RWLock:inspect()
-  local ch = self._client:_open()
-  local keys = self._keys
-  local now, err = ch:command("TIME")
-  if not now then return nil, err end
-  local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-  local readers
-  readers, err = ch:command("ZCOUNT", keys.readers, "(" .. string.format("%.0f", ms), "+inf")
-  if not readers then return nil, err end
-  local writer
-  writer, err = ch:command("EXISTS", keys.writer)
-  if not writer then return nil, err end
-  local marker
-  marker, err = ch:command("EXISTS", keys.marker)
-  if not marker then return nil, err end
-  return { readers = readers, writer = writer == 1, writer_waiting = marker == 1 }
+  local rows, waiters, r = self._client:_rw_holders(self.name)
+  if not rows then return nil, waiters, r end
+  return { readers = r[6], writer = r[1] ~= -2, writer_waiting = r[5] == 1, waiters = waiters, holders = rows }
 end
 
 function RWLock:__tostring()

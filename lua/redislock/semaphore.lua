@@ -15,6 +15,7 @@
 local checks = require "redislock.checks"
 local keysmod = require "redislock.keys"
 local waiting = require "redislock.waiting"
+local errors = require "redislock.errors"
 checks.own(debug.getinfo(1, "S").source)
 
 
@@ -27,7 +28,7 @@ _M.PERMIT = {
   extend = function(ch, keys, token, ms) return ch:script("zset_renew", keys.permits, token, ms) end,
   release = function(client, keys, token)
     return client._conn:script("release_share", keys.permits, keys.waiting, keys.signal,
-      keys.waiting, keys.signal, token, "member", "one", "none")
+      keys.waiting, keys.signal, keys.holders, token, "member", "one", "none")
   end,
   renew = "zset_renew",
   key = function(keys) return keys.permits end,
@@ -43,22 +44,23 @@ _M.Semaphore = Semaphore
 --           on_lost=fn, max_hold=nil, notify=true, spin=0})
 -- err: "busy" (tried once), "timeout" (waited), or a connection error.
 function Semaphore:acquire(opts)
-  local keys, permits = self._keys, self.permits
+  local keys, permits, fence_ttl = self._keys, self.permits, self._client._fence_ttl_ms
   local permit, err = waiting.acquire(self, "acquire", opts, _M.PERMIT, keys.signal,
-    function(ch, token, ms, block_ms)
-      return ch:script("sem_acquire", keys.permits, keys.limit, keys.waiting, token, ms, block_ms, permits)
+    function(ch, token, ms, block_ms, label)
+      return ch:script("sem_acquire", keys.permits, keys.limit, keys.waiting, keys.holders, token, ms, block_ms,
+        permits, fence_ttl, label)
     end, nil, function(p, r) p.in_use = r[2] end)
-  return permit, err
+  return errors.result(permit, err)
 end
 
---- What Redis says now: { limit = permits in force, in_use = n }.
--- syntax: info, err = sem:inspect()
+--- What Redis says now (one round trip): { limit = permits in force,
+-- in_use = n, waiters = n, holders = { {kind = "permit", holder =, since
+-- =, held_for =, ttl =}, ... } } (see client:inspect for the fields).
+-- syntax: info, err, kind = sem:inspect()
 function Semaphore:inspect()
-  local client = self._client
-  local keys = self._keys
-  local r, err = client:_open():script("sem_limit", keys.permits, keys.limit, "", client._fence_ttl_ms)
-  if not r then return nil, err end
-  return { limit = r[1] >= 0 and r[1] or self.permits, in_use = r[2] }
+  local rows, waiters, limit, in_use = self._client:_sem_holders(self.name)
+  if not rows then return nil, waiters, limit end
+  return { limit = limit >= 0 and limit or self.permits, in_use = in_use, waiters = waiters, holders = rows }
 end
 
 function Semaphore:__tostring()
@@ -75,9 +77,9 @@ function _M.install(Client)
     local ch = self:_open()
     self:poll()
     local keys = keysmod.semaphore(self._prefix, name)
-    local r, err = ch:script("sem_limit", keys.permits, keys.limit, string.format("%d", permits),
+    local r, err, kind = ch:script("sem_limit", keys.permits, keys.limit, string.format("%d", permits),
       self._fence_ttl_ms)
-    if not r then return nil, err end
+    if not r then return errors.fail(err, kind) end
     return setmetatable({ name = name, permits = permits, _client = self, _keys = keys }, Semaphore)
   end
 end

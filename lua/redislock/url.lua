@@ -50,24 +50,49 @@ local function parse_db(s)
   return db
 end
 
+-- A part of a url as a message may show it: printable, and short.
+local function shown(s)
+  s = s:gsub("[%c\128-\255\\']", function(c) return string.format("\\x%02x", c:byte()) end)
+  if #s > 60 then s = s:sub(1, 57) .. "..." end
+  return "'" .. s .. "'"
+end
+
+--- Is host a name or an address we may look up: letters, digits, '-',
+-- '.' and '_' (at most 253 bytes), or an IPv6 address? Anything else (a
+-- space, a control byte, a '/') is refused before any lookup.
+function _M.valid_host(host)
+  if type(host) ~= "string" or host == "" or #host > 253 then return false end
+  if host:find(":", 1, true) then return host:match("^[%x:%.]+$") ~= nil end
+  return host:match("^[%w%-%._]+$") ~= nil
+end
+
+-- "host[:port]" or "[v6][:port]": host, port (nil: none given). The part
+-- that is wrong is named; where: "" or " in the host list".
+local function host_port(hostport, where)
+  local function bad(msg) error("redislock: bad url (" .. msg .. where .. ")", 0) end
+  local host, rest
+  if hostport:sub(1, 1) == "[" then
+    host, rest = hostport:match("^%[([^%]]*)%](.*)$")
+    if not host or not host:find(":", 1, true) or not _M.valid_host(host) then
+      bad("an IPv6 address expected inside [ ], got " .. shown(hostport))
+    end
+  else
+    host, rest = hostport:match("^([^:]*)(.*)$")
+    if host == "" then bad("host expected") end
+    if not _M.valid_host(host) then bad("host " .. shown(host) .. " is not a host name or address") end
+  end
+  if rest == "" then return host, nil end
+  if rest == ":" then bad("port expected after ':'") end
+  local digits = rest:match("^:(%d+)$")
+  local p = digits and tonumber(digits)
+  if not p or p < 1 or p > 65535 then bad("port must be a number 1-65535, got " .. shown(rest:sub(2))) end
+  return host, p
+end
+
 local function parse_tcp(rest, out)
   rest = parse_userinfo(rest, out)
   local hostport, path = rest:match("^([^/]*)(.*)$")
-  local host, port = hostport:match("^%[([%x:%.]+)%]:?(%d*)$")
-  if not host then
-    host, port = hostport:match("^([^:%[%]]+):?(%d*)$")
-  end
-  if not host or host == "" then
-    error("redislock: bad url (host expected)", 0)
-  end
-  out.host = host
-  if port ~= "" then
-    local p = tonumber(port)
-    if not p or p < 1 or p > 65535 then
-      error("redislock: bad url (port must be 1-65535)", 0)
-    end
-    out.port = p
-  end
+  out.host, out.port = host_port(hostport, "")
   if path ~= "" and path ~= "/" then
     out.db = parse_db(path:sub(2))
   end
@@ -93,18 +118,9 @@ end
 local function parse_hosts(list, default_port)
   local out = {}
   for item in (list .. ","):gmatch("([^,]*),") do
-    local host, port = item:match("^%[([%x:%.]+)%]:?(%d*)$")
-    if host then
-      host = "[" .. host .. "]"
-    else
-      host, port = item:match("^([^:%[%]]+):?(%d*)$")
-    end
-    if not host or host == "" then
-      error("redislock: bad url (host:port expected in the host list)", 0)
-    end
-    local p = port ~= "" and tonumber(port) or default_port
-    if not p or p < 1 or p > 65535 then error("redislock: bad url (port must be 1-65535)", 0) end
-    out[#out + 1] = host .. ":" .. p
+    local host, p = host_port(item, " in the host list")
+    if host:find(":", 1, true) then host = "[" .. host .. "]" end
+    out[#out + 1] = host .. ":" .. (p or default_port)
   end
   return out
 end

@@ -15,6 +15,7 @@ local backoff = require "redislock.backoff"
 local lockmod = require "redislock.lock"
 local ttl_ms = lockmod.ttl_ms
 local metrics = require "redislock.metrics"
+local holdermod = require "redislock.holder"
 checks.own(debug.getinfo(1, "S").source)
 
 local monotime = core.monotime
@@ -24,7 +25,7 @@ local _M = {}
 
 local OPTIONS = {
   ttl = true, wait = true, watchdog = true, on_lost = true, max_hold = true,
-  notify = true, spin = true,
+  notify = true, spin = true, holder = true,
 }
 _M.DEFAULT_TTL = 30
 local MAX_SPIN = 1
@@ -44,6 +45,7 @@ function _M.settings(fname, opts)
   if opts.max_hold ~= nil then
     checks.check_number(fname, "max_hold", opts.max_hold, lockmod.MIN_TTL, lockmod.MAX_TTL)
   end
+  holdermod.check(fname, opts.holder)
   return opts, ttl, wait, opts.max_hold
 end
 
@@ -82,13 +84,20 @@ function _M.run(client, name, try, signal, wait, opts, heartbeat)
     -- holder_ms: until the share in the way ends at most (0: within a
     -- millisecond; negative: none known)
     if holder_ms and holder_ms > 0 then limit = min(limit, holder_ms / 1000) end
+    local slept, werr, wkind
     if err == "busy" and holder_ms == 0 then
-      ch:sleep(0.001)
+      slept = ch:sleep(0.001)
     elseif notify and err == "busy" and limit >= 0.001 then
-      local woken = client:_wait_release(signal, limit, limit >= deadline - now, opts.spin)
-      if not woken then ch:sleep(min(backoff.delay(attempt), limit)) end
+      local woken
+      woken, werr, wkind = client:_wait_release(signal, limit, limit >= deadline - now, opts.spin)
+      if not woken and wkind ~= "interrupted" then slept = ch:sleep(min(backoff.delay(attempt), limit)) end
     else
-      ch:sleep(min(backoff.delay(attempt), limit))
+      slept = ch:sleep(min(backoff.delay(attempt), limit))
+    end
+    if wkind == "interrupted" or slept == false then   -- (a signal: csrc/intr.h)
+      err = wkind and werr or "interrupted: a signal ended the wait"
+      metrics.acquire_done(client, name, nil, err, t_call, attempt)   -- [metrics]
+      return nil, err
     end
   end
 end
@@ -98,7 +107,8 @@ end
 -- owner: the rwlock or semaphore (its _client, _keys, name); kind: the
 -- lease's kind (lock.lua), with .fenced when the reply's second value is a
 -- fence; signal: the list its waiters block on; attempt(ch, token, ttl_ms,
--- block_ms) -> the script's reply ({1, ...} taken, {0, ms} not) | nil, err;
+-- block_ms, label) -> the script's reply ({1, ...} taken, {0, ms} not) |
+-- nil, err (label: the holder the grant records, "" for none);
 -- heartbeat: see run; on_grant(lock, reply): optional.
 -- Returns lock | nil, err; and the token either way.
 function _M.acquire(owner, fname, opts, kind, signal, attempt, heartbeat, on_grant)
@@ -108,8 +118,9 @@ function _M.acquire(owner, fname, opts, kind, signal, attempt, heartbeat, on_gra
   local ch = client:_open()
   client:poll()
   local token = assert(core.token())
+  local label = holdermod.label(client, opts.holder, token, fname)
   local function try(t0, block_ms)
-    local r, err = attempt(ch, token, ttl_ms(ttl), block_ms)
+    local r, err = attempt(ch, token, ttl_ms(ttl), block_ms, label)
     if not r then return nil, err end
     if r[1] ~= 1 then return nil, "busy", r[2] end
     local lock, gerr = client:_grant(name, keys, token, kind.fenced and r[2] or nil, t0, ttl, ttl, opts,
@@ -117,7 +128,13 @@ function _M.acquire(owner, fname, opts, kind, signal, attempt, heartbeat, on_gra
     if lock and on_grant then on_grant(lock, r) end
     return lock, gerr
   end
-  local lock, err = _M.run(client, name, try, signal, wait, opts, heartbeat)
+  -- Protected: a signal's hook (csrc/intr.h) may raise inside, after a
+  -- grant whose reply it cut off: the share is given back then.
+  local ok, lock, err = pcall(_M.run, client, name, try, signal, wait, opts, heartbeat)
+  if not ok then
+    pcall(kind.release, client, keys, token)
+    error(lock, 0)
+  end
   return lock, err, token
 end
 

@@ -23,6 +23,8 @@ function M.parse(text)
   for line in text:gmatch("([^\n]*)\n") do
     n = n + 1
     local where = "line " .. n .. ": " .. line
+    -- the format is UTF-8 (checked where the interpreter can: 5.3 and up)
+    if rawget(_G, "utf8") and utf8.len then assert(utf8.len(line), "not UTF-8, " .. where) end
     local hname, htext = line:match("^# HELP ([%a_:][%w_:]*) (.*)$")
     local tname, ttype = line:match("^# TYPE ([%a_:][%w_:]*) (%a+)$")
     if hname then

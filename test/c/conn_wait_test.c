@@ -12,7 +12,9 @@
  *   - with no deadline it is the same stretch (then poll(2) waits forever);
  *   - too near the deadline, none is set and poll(2) waits;
  *   - a wait that gets no reply fails at its deadline, not later;
- *   - the replies read through the recv path are the ones written.
+ *   - the replies read through the recv path are the ones written;
+ *   - a signal whose handler asked to stop (intr.h) ends the wait at once,
+ *     in recv's stretch or in poll's; one that did not ask changes nothing.
  *
  * Each conn runs on one end of a socketpair; the test writes the "server's"
  * bytes into the other end. No server, no Lua.
@@ -20,6 +22,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +36,7 @@
 #include "conn_pair.h"
 #include "conn.h"
 #include "deadline.h"
+#include "intr.h"
 #include "monotime.h"
 
 static conn *pair_conn(int *peer) {
@@ -118,6 +122,56 @@ static void replies_in_pieces(void) {
     close(peer);
 }
 
+/* A handler that asks to stop, or not: what lua.c's SIGINT hook is to the
+ * check a binding arms (client.c). */
+static volatile sig_atomic_t stop_asked;
+static int stop_wanted;
+static void on_alarm(int sig) {
+    (void)sig;
+    if (stop_wanted) stop_asked = 1;
+}
+static int stop_check(void *ud) {
+    (void)ud;
+    return stop_asked;
+}
+
+/* A silent peer, a deadline of 1.5 s, SIGALRM after `at_ms` (20: in recv's
+ * first stretch; 150: in poll). */
+static void signal_during_wait(long at_ms, int stop) {
+    int peer;
+    conn *c = pair_conn(&peer);
+    struct sigaction sa;
+    struct itimerval it;
+    int64_t t0, took;
+    redisReply *r;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;   /* no SA_RESTART, as lua.c's signal() gives none to poll */
+    sigaction(SIGALRM, &sa, NULL);
+    memset(&it, 0, sizeof it);
+    it.it_value.tv_usec = at_ms * 1000;
+    stop_asked = 0;
+    stop_wanted = stop;
+    intr_arm(stop_check, NULL);
+    t0 = monotime_us();
+    setitimer(ITIMER_REAL, &it, NULL);
+    r = conn_read(c, t0 + 1500000);
+    took = monotime_us() - t0;
+    intr_disarm();
+    CHECK(r == NULL, "signal at %ld ms: a reply came", at_ms);
+    if (stop) {
+        CHECK(c->err == CONN_EINTR && strncmp(c->errstr, "interrupted: ", 13) == 0,
+              "signal at %ld ms: \"%s\"", at_ms, c->errstr);
+        CHECK(took < (at_ms + 100) * 1000, "signal at %ld ms: the wait ended after %lld us", at_ms,
+              (long long)took);
+    } else {
+        CHECK(strstr(c->errstr, "timed out") != NULL, "signal at %ld ms, no stop: \"%s\"", at_ms, c->errstr);
+        CHECK(took >= 1500000, "signal at %ld ms, no stop: ended after %lld us", at_ms, (long long)took);
+    }
+    if (r) freeReplyObject(r);
+    conn_free(c);
+    close(peer);
+}
+
 int main(void) {
     reply_within(5000, 50, 50);    /* seconds left: the first stretch only */
     reply_within(30000, 50, 50);
@@ -127,5 +181,9 @@ int main(void) {
     silent_fails_on_time(300);
     silent_fails_on_time(1200);
     replies_in_pieces();
+    signal_during_wait(20, 1);
+    signal_during_wait(150, 1);
+    signal_during_wait(20, 0);
+    signal_during_wait(150, 0);
     return check_report("conn_wait_test");
 }

@@ -68,12 +68,12 @@ assert(client, "never connected")
 while core.monotime() < stop_at do
   local name = names[1 + math.floor(rand() * #names)]
   local lost_at, reason = -1, "-"
-  local lock, err = client:acquire(name, { ttl = ttl, wait = 2, on_lost = function(_, why)
+  local lock, err, kind = client:acquire(name, { ttl = ttl, wait = 2, on_lost = function(_, why)
     lost_at, reason = core.monotime(), why
   end })
   if not lock then
-    log("fail", name, (err:match("^%S+")), string.format("%.6f", core.monotime()))
-    if err ~= "timeout" and err ~= "busy" then core.sleep(0.05) end
+    log("fail", name, ((kind or err:match("^%S+")):gsub(" ", "_")), string.format("%.6f", core.monotime()))
+    if kind ~= "timeout" and kind ~= "busy" then core.sleep(0.05) end
   else
     local t_acq = core.monotime()
     local fence = lock.fence or 0   -- (Redlock has none)

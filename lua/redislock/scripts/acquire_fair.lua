@@ -7,14 +7,16 @@
 -- forward.
 -- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] queue (list of tokens),
 -- KEYS[4] queue deadlines (sorted set token -> ms), KEYS[5] queued leases
--- (hash token -> ttl ms), KEYS[6] this waiter's own signal list, KEYS[7]
--- the waiters flag (set while the line exists: release looks at the line
--- only when it is set)
+-- (hash token -> "ttl ms[ label]"), KEYS[6] this waiter's own signal list,
+-- KEYS[7] the waiters flag (set while the line exists: release looks at
+-- the line only when it is set), KEYS[8] the holder record (acquire.lua)
 -- ARGV[1] owner token (also the waiter's place in line), ARGV[2] lease in ms,
 -- ARGV[3] how long in ms the waiter keeps its place without trying again,
 -- ARGV[4] the lease in ms a release hands over with the lock (short, so a
 -- waiter that died in line blocks the name only briefly; the new holder's
--- watchdog renews it to the full lease at once), ARGV[5] fence_ttl in ms
+-- watchdog renews it to the full lease at once), ARGV[5] fence_ttl in ms,
+-- ARGV[6] the holder's label ("" for none: a release that hands the lock
+-- over records it too)
 -- Returns {1, fence} when taken now, {1, fence, pttl} when a release handed
 -- it to us since our last attempt (pttl: what remains of that lease),
 -- {0, pttl} otherwise (pttl -2: the lock
@@ -28,8 +30,7 @@ if redis.replicate_commands then redis.replicate_commands() end -- TIME before w
 -- handed out before as long as the servers' clocks agree to within the
 -- time between those grants (a fence runs ahead of the clock only when
 -- grants come faster than one per microsecond, which a script cannot).
-local function next_fence(key)
-  local t = redis.call('TIME')
+local function next_fence(key, t)
   local f = tonumber(t[1]) * 1000000 + tonumber(t[2])
   -- one write in the common case: the clock is ahead of the last fence
   local last = redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[5], 'GET')
@@ -67,7 +68,11 @@ if (not head or head == ARGV[1]) and
     redis.call('ZREM', KEYS[4], ARGV[1])
     redis.call('HDEL', KEYS[5], ARGV[1])
   end
-  return {1, next_fence(KEYS[2])}
+  if ARGV[6] ~= '' then
+    redis.call('SET', KEYS[8], t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. ARGV[1] .. ' ' .. ARGV[6],
+      'PX', ARGV[5])
+  end
+  return {1, next_fence(KEYS[2], t)}
 end
 if not redis.call('ZSCORE', KEYS[4], ARGV[1]) then
   -- (Re-)entering the line: a hand-over left in our list from before (we
@@ -77,7 +82,7 @@ if not redis.call('ZSCORE', KEYS[4], ARGV[1]) then
 end
 local keep = tonumber(ARGV[3])
 redis.call('ZADD', KEYS[4], now + keep, ARGV[1])
-redis.call('HSET', KEYS[5], ARGV[1], ARGV[4])
+redis.call('HSET', KEYS[5], ARGV[1], ARGV[6] == '' and ARGV[4] or (ARGV[4] .. ' ' .. ARGV[6]))
 -- An abandoned queue disappears on its own; the flag lives as long.
 for i = 3, 5 do redis.call('PEXPIRE', KEYS[i], keep + 60000) end
 if redis.call('PTTL', KEYS[7]) < keep + 60000 then

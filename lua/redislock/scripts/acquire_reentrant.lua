@@ -3,11 +3,15 @@
 -- counts up, and the lock is released when the count is back to zero.
 -- A plain acquire and a reentrant one exclude each other (same lock key).
 -- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] waiters flag,
--- KEYS[4] the grant: a hash of its entry count (n) and fence
+-- KEYS[4] the grant: a hash of its entry count (n) and fence, KEYS[5] the
+-- holder record, KEYS[6] the notify waiters (both as in acquire.lua)
 -- ARGV[1] owner token, ARGV[2] lease in ms, ARGV[3] "1" when the caller
--- will wait for a release notification, ARGV[4] fence_ttl in ms
+-- will wait for a release notification, "0" when it tries once, "2" when
+-- it polls (as in acquire.lua), ARGV[4] fence_ttl in ms, ARGV[5] the
+-- holder's label ("" for none; a further entry keeps the first's)
 -- Returns {1, fence, count} when taken (count 1) or entered again (count
--- > 1: the fence is the one drawn when it was taken), {0, pttl} otherwise.
+-- > 1: the fence is the one drawn when it was taken), {0, pttl} otherwise
+-- ({0, pttl, label, held_ms} trying once, as acquire.lua).
 -- The fence names the grant: a hold of an earlier grant to the same owner
 -- (lost since) cannot release this one (release_reentrant.lua compares it).
 -- The hash has no ttl: it must live exactly as long as the lock, however
@@ -16,8 +20,7 @@
 -- holder that died.
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 -- The fence rule of acquire.lua: max(last + 1, the server's clock in us).
-local function next_fence(key)
-  local t = redis.call('TIME')
+local function next_fence(key, t)
   local f = tonumber(t[1]) * 1000000 + tonumber(t[2])
   -- one write in the common case: the clock is ahead of the last fence
   local last = redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[4], 'GET')
@@ -40,9 +43,15 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   -- given the same token): busy, like any other holder
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local f = next_fence(KEYS[2])
+  local t = redis.call('TIME')
+  local f = next_fence(KEYS[2], t)
   redis.call('DEL', KEYS[4])
   redis.call('HSET', KEYS[4], 'n', 1, 'fence', string.format('%.0f', f))
+  if ARGV[5] ~= '' then
+    redis.call('SET', KEYS[5], t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. ARGV[1] .. ' ' .. ARGV[5],
+      'PX', ARGV[4])
+  end
+  if ARGV[3] == '1' then redis.call('ZREM', KEYS[6], ARGV[1]) end
   return {1, f, 1}
 end
 local pttl = redis.call('PTTL', KEYS[1])
@@ -51,6 +60,22 @@ if ARGV[3] == '1' then
   local keep = math.max(pttl, 0) + 1000
   if redis.call('PTTL', KEYS[3]) < keep then
     redis.call('SET', KEYS[3], '1', 'PX', keep)
+  end
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
+  redis.call('ZADD', KEYS[6], now + keep, ARGV[1])
+  if redis.call('PTTL', KEYS[6]) < keep then redis.call('PEXPIRE', KEYS[6], keep) end
+elseif ARGV[3] == '0' then
+  local holder = redis.call('GET', KEYS[1])
+  local rec = holder and redis.call('GET', KEYS[5])
+  if rec then
+    local since, rest = rec:match('^(%d+) (.*)$')
+    if since and rest:sub(1, #holder + 1) == holder .. ' ' then
+      local t = redis.call('TIME')
+      local held = (tonumber(t[1]) * 1000000 + tonumber(t[2]) - tonumber(since)) / 1000
+      return {0, pttl, rest:sub(#holder + 2), math.max(0, math.floor(held))}
+    end
   end
 end
 return {0, pttl}

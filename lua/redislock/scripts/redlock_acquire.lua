@@ -3,16 +3,36 @@
 -- or wake-up bookkeeping (a release reaches the masters at different
 -- times: Redlock waiters retry with backoff instead). Idempotent: sent
 -- again on a new connection after the old one was lost, it finds the key
--- already ours and says so.
--- KEYS[1] lock key
--- ARGV[1] owner token, ARGV[2] lease in milliseconds
+-- already ours and says so. A grant records its holder on this master as
+-- acquire.lua does (a reader counts only the record of the token that a
+-- majority holds).
+-- KEYS[1] lock key, KEYS[2] the holder record
+-- ARGV[1] owner token, ARGV[2] lease in milliseconds, ARGV[3] the holder's
+-- label ("" for none), ARGV[4] how long (ms) the record lives
 -- Returns {1} when taken (or already ours), {0, pttl} when someone else
--- holds it.
+-- holds it, {0, pttl, label, held_ms} when that holder has a label here.
+if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1}
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if ARGV[3] ~= '' then
+    local t = redis.call('TIME')
+    redis.call('SET', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. ARGV[1] .. ' ' .. ARGV[3],
+      'PX', ARGV[4])
+  end
   return {1}
 end
-return {0, redis.call('PTTL', KEYS[1])}
+local pttl = redis.call('PTTL', KEYS[1])
+local holder = redis.call('GET', KEYS[1])
+local rec = holder and redis.call('GET', KEYS[2])
+if rec then
+  local since, rest = rec:match('^(%d+) (.*)$')
+  if since and rest:sub(1, #holder + 1) == holder .. ' ' then
+    local t = redis.call('TIME')
+    local held = (tonumber(t[1]) * 1000000 + tonumber(t[2]) - tonumber(since)) / 1000
+    return {0, pttl, rest:sub(#holder + 2), math.max(0, math.floor(held))}
+  end
+end
+return {0, pttl}

@@ -8,8 +8,9 @@
 -- enough: whoever takes it retries at once, and the next release leaves
 -- another.
 -- KEYS[1] lock key, KEYS[2] waiters flag, KEYS[3] signal list,
--- KEYS[4] fair queue, KEYS[5] its deadlines, KEYS[6] its leases,
--- KEYS[7] fence counter
+-- KEYS[4] fair queue, KEYS[5] its deadlines, KEYS[6] its leases (token ->
+-- "ttl ms[ label]"), KEYS[7] fence counter, KEYS[8] the holder record
+-- (acquire.lua; a hand-over records the new holder there)
 -- (a fair waiter's own list is KEYS[3] .. ':' .. token: same hash tag)
 -- ARGV[1] owner token, ARGV[2] fence_ttl in ms (for a hand-over's fence)
 -- Returns 1 when deleted, 0 when the key is gone or belongs to someone else.
@@ -22,8 +23,7 @@ if redis.replicate_commands then redis.replicate_commands() end -- TIME before w
 -- handed out before as long as the servers' clocks agree to within the
 -- time between those grants (a fence runs ahead of the clock only when
 -- grants come faster than one per microsecond, which a script cannot).
-local function next_fence(key)
-  local t = redis.call('TIME')
+local function next_fence(key, t)
   local f = tonumber(t[1]) * 1000000 + tonumber(t[2])
   -- one write in the common case: the clock is ahead of the last fence
   local last = redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[2], 'GET')
@@ -49,14 +49,19 @@ if head then
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   while head do
     local deadline = redis.call('ZSCORE', KEYS[5], head)
-    local ttl = redis.call('HGET', KEYS[6], head)
+    local lease = redis.call('HGET', KEYS[6], head)
+    local ttl, label = (lease or ''):match('^(%d+) ?(.*)$')
     redis.call('LPOP', KEYS[4])
     redis.call('ZREM', KEYS[5], head)
     redis.call('HDEL', KEYS[6], head)
     if deadline and tonumber(deadline) > now and ttl then
       redis.call('SET', KEYS[1], head, 'PX', ttl)
+      if label ~= '' then
+        redis.call('SET', KEYS[8], t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. head .. ' ' .. label,
+          'PX', ARGV[2])
+      end
       local own = KEYS[3] .. ':' .. head
-      redis.call('RPUSH', own, next_fence(KEYS[7]))
+      redis.call('RPUSH', own, next_fence(KEYS[7], t))
       redis.call('PEXPIRE', own, 60000)
       return 1
     end

@@ -6,7 +6,9 @@
 -- block and can wake one or all of them: each takes one wakeup from the
 -- signal list; no more wakeups are kept than there are waiters.
 -- KEYS[1] the set of leases or the key, KEYS[2]/KEYS[3] the first group of
--- waiters and its signal list, KEYS[4]/KEYS[5] the second group's
+-- waiters and its signal list, KEYS[4]/KEYS[5] the second group's, KEYS[6]
+-- the members' holders (a member's entry goes with it; a key's holder
+-- record is read only while its token holds the key: left alone)
 -- ARGV[1] token, ARGV[2] "member" (KEYS[1] is a set) or "key",
 -- ARGV[3]/ARGV[4] how to wake the first/second group: "one", "all",
 -- "if_empty" (one, when no member is left in KEYS[1]), or "none"
@@ -19,6 +21,7 @@ if ARGV[2] == 'member' then
   local ends = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]) or '0')
   if ends == 0 then return 0 end
   redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('HDEL', KEYS[6], ARGV[1])
   held = ends > now
 else
   if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end

@@ -4,15 +4,24 @@
 -- readers in place drain and the writer gets its turn.
 -- KEYS[1] writer key, KEYS[2] readers (token -> lease end on the server's
 -- clock, ms), KEYS[3] writer-waiting marker, KEYS[4] waiting readers
--- (token -> until when it blocks, ms)
+-- (token -> until when it blocks, ms), KEYS[5] the readers' holders (token
+-- -> "<since us> <label>": an entry goes with its reader, here when its
+-- lease ran out, in release_share.lua when it is released)
 -- ARGV[1] reader token, ARGV[2] lease in ms, ARGV[3] how long (ms) the
--- caller will block for a wakeup if it is not taken (0: it will not)
+-- caller will block for a wakeup if it is not taken (0: it will not),
+-- ARGV[4] how long (ms) the holders' hash lives after a grant, ARGV[5] the
+-- holder's label ("" for none)
 -- Returns {1} when taken, {0, ms} when not (ms: until the writer's lease or
 -- marker ends; a writer's release wakes the waiting readers sooner).
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+-- readers whose lease ran out: gone, their holders' entries with them
+local over = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
+if #over > 0 then
+  redis.call('HDEL', KEYS[5], unpack(over))
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+end
 local blocked = redis.call('PTTL', KEYS[1])
 if blocked == -2 then blocked = redis.call('PTTL', KEYS[3]) end
 if blocked ~= -2 then
@@ -32,4 +41,8 @@ if redis.call('PTTL', KEYS[2]) < lease then
   redis.call('PEXPIRE', KEYS[2], lease)
 end
 redis.call('ZREM', KEYS[4], ARGV[1])
+if ARGV[5] ~= '' then
+  redis.call('HSET', KEYS[5], ARGV[1], t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. ARGV[5])
+  if redis.call('PTTL', KEYS[5]) < tonumber(ARGV[4]) then redis.call('PEXPIRE', KEYS[5], ARGV[4]) end
+end
 return {1}

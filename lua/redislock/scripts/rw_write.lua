@@ -5,18 +5,18 @@
 -- gave up stops blocking readers soon.
 -- KEYS[1] writer key, KEYS[2] readers, KEYS[3] writer-waiting marker,
 -- KEYS[4] fence counter, KEYS[5] waiting writers (token -> until when it
--- blocks, ms)
+-- blocks, ms), KEYS[6] the writer's holder record (as acquire.lua's)
 -- ARGV[1] writer token, ARGV[2] lease in ms, ARGV[3] how long (ms) the
 -- caller will block for a wakeup if it is not taken (0: it will not),
--- ARGV[4] fence_ttl in ms, ARGV[5] the marker's life in ms
+-- ARGV[4] fence_ttl in ms, ARGV[5] the marker's life in ms, ARGV[6] the
+-- holder's label ("" for none)
 -- Returns {1, fence} when taken, {0, ms} when not (ms: until the writer's
 -- lease or the first reader's lease ends).
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 -- The fence rule of acquire.lua: max(last + 1, the server's clock in us).
-local function next_fence(key)
-  local t = redis.call('TIME')
+local function next_fence(key, t)
   local f = tonumber(t[1]) * 1000000 + tonumber(t[2])
   -- one write in the common case: the clock is ahead of the last fence
   local last = redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[4], 'GET')
@@ -31,7 +31,12 @@ local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 if #first == 0 and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
   redis.call('ZREM', KEYS[5], ARGV[1])
-  return {1, next_fence(KEYS[4])}
+  local t = redis.call('TIME')
+  if ARGV[6] ~= '' then
+    redis.call('SET', KEYS[6], t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. ARGV[1] .. ' ' .. ARGV[6],
+      'PX', ARGV[4])
+  end
+  return {1, next_fence(KEYS[4], t)}
 end
 -- Keep new readers out while we wait. Another waiting writer's marker
 -- does that as well: one is enough, and it is that writer's to refresh.

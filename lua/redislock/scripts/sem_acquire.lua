@@ -5,16 +5,23 @@
 -- none is stored): lowering it revokes no permit, the extra ones drain as
 -- they are released or expire.
 -- KEYS[1] permits (token -> lease end, ms), KEYS[2] the limit, KEYS[3]
--- waiting clients (token -> until when it blocks, ms)
+-- waiting clients (token -> until when it blocks, ms), KEYS[4] the permits'
+-- holders (token -> "<since us> <label>", as rw_read.lua's readers)
 -- ARGV[1] token, ARGV[2] lease in ms, ARGV[3] how long (ms) the caller will
 -- block for a wakeup if it is not taken (0: it will not), ARGV[4] the limit
--- when none is stored
+-- when none is stored, ARGV[5] how long (ms) the holders' hash lives after
+-- a grant, ARGV[6] the holder's label ("" for none)
 -- Returns {1, in_use} when taken, {0, ms} when not (ms: until the first
 -- lease ends).
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+-- permits whose lease ran out: back, their holders' entries gone with them
+local over = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1000)
+if #over > 0 then
+  redis.call('HDEL', KEYS[4], unpack(over))
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+end
 local limit = tonumber(redis.call('GET', KEYS[2]) or ARGV[4])
 local in_use = redis.call('ZCARD', KEYS[1])
 if in_use < limit then
@@ -24,6 +31,10 @@ if in_use < limit then
     redis.call('PEXPIRE', KEYS[1], lease)
   end
   redis.call('ZREM', KEYS[3], ARGV[1])
+  if ARGV[6] ~= '' then
+    redis.call('HSET', KEYS[4], ARGV[1], t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. ARGV[6])
+    if redis.call('PTTL', KEYS[4]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[4], ARGV[5]) end
+  end
   return {1, in_use + 1}
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')

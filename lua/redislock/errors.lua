@@ -1,0 +1,77 @@
+--- redislock.errors: the one table of error kinds, and the one way a
+-- failure of the world leaves the library: nil, err, kind, where err starts
+-- with its kind (docs/errors.md is this table for readers; a spec checks
+-- that the two agree and drives each failure path).
+--
+-- Inside, a transport (redislock.channel) names its failures with kinds of
+-- its own ("connection", "timeout", "redis", "memory"): a socket deadline
+-- is "timeout" there, which the wait for a release needs to tell from a
+-- dropped connection. Outside, what the caller sees is what happened to the
+-- call: a command that timed out is a connection failure ("connection lost:
+-- timed out (...)"), and "timeout" means a wait for the lock ran out. fail()
+-- turns the one into the other, in one place.
+
+local _M = {}
+
+-- The kinds, in the order docs/errors.md explains them (its table; a spec
+-- checks that both list the same words).
+_M.KINDS = {
+  "busy", "timeout", "not held", "connection", "redis", "watchdog", "unsafe", "replicas", "quorum",
+  "stale", "memory", "interrupted",
+}
+
+local IS_KIND = {}
+for _, k in ipairs(_M.KINDS) do IS_KIND[k] = true end
+
+--- The kind `err` starts with ("not held", or its first word followed by
+-- the end, a space or a colon), or nil.
+function _M.kind_of(err)
+  if type(err) ~= "string" then return nil end
+  if err:sub(1, 8) == "not held" then
+    local after = err:sub(9, 9)
+    if after == "" or after == ":" or after == " " then return "not held" end
+    return nil
+  end
+  local word = err:match("^(%l+)[%s:]") or err:match("^(%l+)$")
+  if word and IS_KIND[word] then return word end
+  return nil
+end
+local kind_of = _M.kind_of
+
+-- What a message from a transport that starts with none of the words gets
+-- in front, by the transport's kind.
+local PREFIX = {
+  memory = "memory: ",
+  redis = "redis error: ",
+  timeout = "connection lost: ",
+}
+
+--- nil, err, kind for the failure err (a message), with hint: the kind
+-- the transport gave (redislock.channel), if any. A message that already
+-- starts with a kind keeps it (the transport's "timeout" for a command
+-- that timed out reads "connection lost: timed out" and is a connection
+-- failure); out of memory is always "memory"; anything else is a
+-- connection failure (a Sentinel or a Cluster that could not be reached
+-- says so in words of its own).
+function _M.fail(err, hint)
+  err = err == nil and "connection failed: unknown reason" or tostring(err)
+  if hint == "memory" or err:sub(1, 13) == "out of memory" then
+    if err:sub(1, 7) ~= "memory:" then err = "memory: " .. err end
+    return nil, err, "memory"
+  end
+  local kind = kind_of(err)
+  if kind then return nil, err, kind end
+  err = (PREFIX[hint] or "connection failed: ") .. err
+  return nil, err, kind_of(err)
+end
+local fail = _M.fail
+
+--- value, or the failure as fail() gives it: the tail of every public call.
+-- syntax: return errors.result(value, err, hint)
+function _M.result(v, err, hint)
+  if v ~= nil and v ~= false then return v end
+  if v == false and err == nil then return v end
+  return fail(err, hint)
+end
+
+return _M
