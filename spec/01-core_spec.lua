@@ -2,6 +2,7 @@
 -- must be the very bytes of lua/redislock/scripts/*.lua.
 local helpers = require "spec.helpers"
 local core = require "redislock.core"
+local process = require "redislock.process"
 
 local function read(path)
   return assert(helpers.read_file(path), path)
@@ -28,17 +29,17 @@ describe("redislock.core", function()
     core.token()                       -- the parent's buffer now holds unused bytes
     local parent_pid = core.getpid()
     local out = helpers.tmpdir() .. "/child-tokens.txt"
-    local pid = assert(core.fork())
+    local pid = assert(process.fork())
     if pid == 0 then
       local f = io.open(out, "w")
       f:write(core.getpid(), "\n")
       for _ = 1, 64 do f:write(core.token(), "\n") end
       f:close()
-      core._exit(0)
+      process._exit(0)
     end
     local parent = {}
     for i = 1, 64 do parent[i] = core.token() end
-    core.waitpid(pid)
+    process.waitpid(pid)
     local text = read(out)
     local child_pid = tonumber(text:match("^(%d+)"))
     assert.equal(pid, child_pid)

@@ -3,6 +3,7 @@
 local helpers = require "spec.helpers"
 local redislock = require "redislock"
 local core = require "redislock.core"
+local process = require "redislock.process"
 local url = require "redislock.url"
 
 -- The eventfd counter, read from /proc: non-zero means readable.
@@ -315,7 +316,7 @@ describe("watchdog", function()
     local name, own = fresh(), fresh()
     local l = assert(c:acquire(name, { ttl = 0.4 }))
     local result = helpers.tmpdir() .. "/child.txt"
-    local pid = assert(core.fork())
+    local pid = assert(process.fork())
     if pid == 0 then
       -- The child: report, then leave without running the parent's finalizers.
       local ok, msg = pcall(function()
@@ -333,9 +334,9 @@ describe("watchdog", function()
       local f = io.open(result, "w")
       f:write(ok and msg or ("error " .. tostring(msg)))
       f:close()
-      core._exit(ok and 0 or 1)
+      process._exit(ok and 0 or 1)
     end
-    local _, how, code = core.waitpid(pid)
+    local _, how, code = process.waitpid(pid)
     local text = read_file(result)
     assert.equal("exited", how)
     -- Under `make valgrind` the child leaves by _exit with everything still

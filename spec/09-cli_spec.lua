@@ -74,7 +74,7 @@ describe("redislock command", function()
     -- the job pipe is never made on 0, 1 or 2, whatever is closed
     local fds = helpers.tmpdir() .. "/fds"
     p = helpers.spawn(helpers.lua_cmd(([[
-      local r, w = require("redislock.core").pipe()
+      local r, w = require("redislock.process").pipe()
       local f = io.open(%q, "w")
       f:write(r, " ", w)
       f:close()
@@ -327,13 +327,13 @@ describe("redislock command", function()
       local dir = helpers.tmpdir()
       -- COMMAND counts the SIGINTs it receives, each as soon as it comes
       local counter = ([[
-        local core = require "redislock.core"
+        local process = require "redislock.process"
         local dir = %q
-        local fd = assert(core.signalfd({ "INT" }))
+        local fd = assert(process.signalfd({ "INT" }))
         io.open(dir .. "/ready", "w"):close()
         local n = 0
         while not io.open(dir .. "/stop") do
-          if core.signal_wait(fd, 0.02) == "INT" then n = n + 1 end
+          if process.signal_wait(fd, 0.02) == "INT" then n = n + 1 end
         end
         print("ints " .. n)
       ]]):format(dir)

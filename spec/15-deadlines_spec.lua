@@ -5,6 +5,7 @@
 local helpers = require "spec.helpers"
 local redislock = require "redislock"
 local core = require "redislock.core"
+local process = require "redislock.process"
 local url = require "redislock.url"
 local socket = require "socket"
 
@@ -90,7 +91,7 @@ describe("deadlines", function()
     local t0 = helpers.monotime()
     local reported, granted, got
     while not (reported and granted) and helpers.monotime() - t0 < 5 do
-      if not reported and core.readable(fd, 0) then reported = helpers.monotime() - t0 end
+      if not reported and process.readable(fd, 0) then reported = helpers.monotime() - t0 end
       if not granted then
         got = other:acquire(name, { ttl = 5 })
         if got then granted = helpers.monotime() - t0 end
@@ -311,7 +312,7 @@ s:stop()
     assert.is_true(l:extend(0.3))   -- on the main connection, answered
     local reported
     while not reported and helpers.monotime() - t0 < 4 do
-      if core.readable(fd, 0) then reported = helpers.monotime() - t0 end
+      if process.readable(fd, 0) then reported = helpers.monotime() - t0 end
       helpers.sleep(0.002)
     end
     print(string.format("\n# extend to 0.3 s with a renewal's answer stalled: loss reported at +%.3f s",
@@ -373,7 +374,7 @@ s:stop()
     end
     assert.is_true(#ours >= 2, "the main and the watchdog connection")
     local path = helpers.tmpdir() .. "/inherited"
-    local pid = core.fork()
+    local pid = process.fork()
     if pid == 0 then
       local left = sockets(core.getpid())
       local f = io.open(path, "w")
@@ -382,9 +383,9 @@ s:stop()
       end
       f:write("done\n")
       f:close()
-      core._exit(0)
+      process._exit(0)
     end
-    core.waitpid(pid)
+    process.waitpid(pid)
     assert.equal("done\n", helpers.read_file(path))
     assert.is_true(l:release())
     c:close()

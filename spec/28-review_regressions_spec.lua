@@ -4,6 +4,7 @@
 local helpers = require "spec.helpers"
 local redislock = require "redislock"
 local core = require "redislock.core"
+local process = require "redislock.process"
 local url = require "redislock.url"
 
 describe("review regressions", function()
@@ -89,7 +90,7 @@ describe("review regressions", function()
     local c = assert(redislock.connect { url = srv.url })
     local l = assert(c:acquire(name, { reentrant = true, ttl = 5 }))
     local result = helpers.tmpdir() .. "/child.txt"
-    local pid = assert(core.fork())
+    local pid = assert(process.fork())
     if pid == 0 then
       local ok, msg = pcall(function()
         local mine, _, kind = c:acquire(name, { reentrant = true, ttl = 5 })
@@ -100,9 +101,9 @@ describe("review regressions", function()
       local f = io.open(result, "w")
       f:write(ok and msg or ("error " .. tostring(msg)))
       f:close()
-      core._exit(0)
+      process._exit(0)
     end
-    core.waitpid(pid)
+    process.waitpid(pid)
     local text = helpers.read_file(result)
     assert.is_true(l:release())
     c:close()

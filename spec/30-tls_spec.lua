@@ -8,6 +8,7 @@ local helpers = require "spec.helpers"
 local topology = require "spec.support.topology"
 local redislock = require "redislock"
 local core = require "redislock.core"
+local process = require "redislock.process"
 
 local quote = helpers.quote
 local PASSWORD = "tls-s3cret-pw"
@@ -109,7 +110,7 @@ describe("tls", function()
       local c = assert(redislock.connect { url = url(srv), tls = { ca = pki.ca } })
       local parent = assert(c:acquire(fresh(), { ttl = 0.4 }))
       local result = helpers.tmpdir() .. "/child.txt"
-      local pid = assert(core.fork())
+      local pid = assert(process.fork())
       if pid == 0 then
         local ok, msg = pcall(function()
           local mine = assert(c:acquire(fresh(), { ttl = 0.3 }))
@@ -121,9 +122,9 @@ describe("tls", function()
         local f = io.open(result, "w")
         f:write(ok and msg or ("error " .. tostring(msg)))
         f:close()
-        core._exit(ok and 0 or 1)
+        process._exit(ok and 0 or 1)
       end
-      local _, how, code = core.waitpid(pid)
+      local _, how, code = process.waitpid(pid)
       local text = helpers.read_file(result)
       assert.equal("exited", how)
       if os.getenv("REDISLOCK_VALGRIND") and code == 99 then code = 0 end

@@ -20,7 +20,6 @@
 #include "hist.h"
 #include "lease.h"
 #include "monotime.h"
-#include "process.h"
 #include "recovery.h"
 #include "script.h"
 #include "slot.h"
@@ -229,7 +228,6 @@ int luaopen_redislock_core(lua_State *L) {
     client_register(L);
     hist_register(L);
     luaL_newlib(L, core_functions);                 /* core */
-    process_register(L);
     core_push_scripts(L);                           /* core, scripts */
     lua_setfield(L, -2, "scripts");                 /* core */
     lua_pushliteral(L, CORE_VERSION);

@@ -265,9 +265,15 @@ static const luaL_Reg process_functions[] = {
     {NULL, NULL}
 };
 
-void process_register(lua_State *L) {
+/* require "redislock.process" (lua/redislock/process.lua opens this entry
+ * of the core's shared object): the process primitives, in a table of
+ * their own; redislock.core keeps only what lock users need. */
+__attribute__((visibility("default")))
+int luaopen_redislock_process(lua_State *L) {
+    lua_newtable(L);                                /* process */
     luaL_setfuncs(L, process_functions, 0);
     luaL_setfuncs(L, process_signal_functions, 0);
     luaL_setfuncs(L, process_fd_functions, 0);
     luaL_setfuncs(L, process_leader_functions, 0);
+    return 1;
 }

@@ -5,9 +5,9 @@
 
 #include "lua.h"
 
-/* Adds fork, exec, waitpid, kill, _exit, signal helpers (signalfd, ignored
- * signals) and job helpers (pipe, drain, subreaper, descendants) to the
- * table on top of the stack. */
-void process_register(lua_State *L);
+/* The module redislock.process: fork, exec, waitpid, kill, _exit, signal
+ * helpers (signalfd, ignored signals) and job helpers (pipe, drain,
+ * subreaper, descendants, the job's leader), for the CLI and the specs. */
+int luaopen_redislock_process(lua_State *L);
 
 #endif

@@ -15,6 +15,7 @@
 
 local redislock = require "redislock"
 local core = require "redislock.core"
+local process = require "redislock.process"
 local options = require "redislock.cli_options"
 local lockmod = require "redislock.lock"
 local errors = require "redislock.errors"
@@ -324,7 +325,7 @@ local function check_run(opts, rest)
     usage("--fence-env must be a variable name")
   end
   local death = opts["death-signal"] or "TERM"
-  local death_signal = core.signum(tonumber(death) or death:upper())
+  local death_signal = process.signum(tonumber(death) or death:upper())
   if not death_signal or death_signal == 0 then usage("--death-signal: no such signal: " .. death) end
   if opts.verbose and opts.quiet then usage("--verbose and --quiet exclude each other") end
   return name, command, on_lost, conflict, death_signal
@@ -352,10 +353,10 @@ local function supervise(client, lock, job, opts)
   -- COMMAND alone.
   local function members()
     if not job.rfd then return status == nil and { job.pid } or {} end
-    return core.descendants(job.self)
+    return process.descendants(job.self)
   end
   local function signal_job(sig)
-    for _, pid in ipairs(members()) do core.kill(pid, sig) end
+    for _, pid in ipairs(members()) do process.kill(pid, sig) end
   end
 
   while status == nil or open do
@@ -365,27 +366,27 @@ local function supervise(client, lock, job, opts)
     if lost_at and on_lost == "term" and not killed then
       tick = math.max(0.001, math.min(tick, lost_at + kill_after - core.monotime()))
     end
-    local sig, from, origin = core.signal_wait(job.sfd, tick, wake)
+    local sig, from, origin = process.signal_wait(job.sfd, tick, wake)
     -- Pass on what another process sent us. Not what the terminal sent to
     -- the whole group (origin "kernel"): COMMAND has it already; nor what
     -- the job itself sent (`kill 0` in a job script reaches us too).
-    if sig and sig ~= "CHLD" and origin == "process" and not set_of(core.descendants(job.self))[from] then
+    if sig and sig ~= "CHLD" and origin == "process" and not set_of(process.descendants(job.self))[from] then
       if status == nil then
-        core.kill(job.pid, sig)
+        process.kill(job.pid, sig)
       else
         signal_job(sig)
       end
     end
     -- Reap COMMAND, and the orphans we adopted as subreaper.
     while true do
-      local pid, how, code = core.waitpid(-1, true)
+      local pid, how, code = process.waitpid(-1, true)
       if not pid or pid == 0 then break end
       if pid == job.pid then status = how == "exited" and code or 128 + code end
       if pid == job.leader then job.leader = nil end   -- (killed with the job: gone)
     end
-    if open and core.drain(job.rfd) then
+    if open and process.drain(job.rfd) then
       open = false
-      core.close(job.rfd)
+      process.close(job.rfd)
     end
     client:poll()
     if not lost_at and not lock:held() then
@@ -408,7 +409,7 @@ local function supervise(client, lock, job, opts)
   return status, lost_at ~= nil
 end
 
--- A list of the signal numbers in a set from core.ignored_signals.
+-- A list of the signal numbers in a set from process.ignored_signals.
 local function numbers_of(set)
   local list = {}
   for k in pairs(set) do
@@ -426,11 +427,11 @@ local function cmd_run(args, launch)
   -- What was ignored when we started stays ignored, here and in COMMAND.
   -- The launcher read the kernel's list before lua.c put its own SIGINT
   -- handler in place; without it, SIGINT's first state is unknown.
-  local ignored = core.ignored_signals(launch and launch.sigign)
+  local ignored = process.ignored_signals(launch and launch.sigign)
 
   -- (ignored from here on, the wait included)
   local ignore = numbers_of(ignored)
-  core.ignore_signals(ignore)
+  process.ignore_signals(ignore)
   local client, code = connect(opts, url)
   if not client then return code end
   local t0 = core.monotime()
@@ -446,26 +447,26 @@ local function cmd_run(args, launch)
   for _, sig in ipairs({ "INT", "TERM" }) do
     if not ignored[sig] then stops[#stops + 1] = sig end
   end
-  core.stop_on(stops)
+  process.stop_on(stops)
   -- Who holds it, for `status` and `list` elsewhere: this guard and its job
   local label = textmod.utf8(string.format("%s:%d %s", core.hostname() or "?", core.getpid(),
     table.concat(command, " ")), holdermod.MAX)
   local ok, lock, err, sfd = pcall(function()
     local l, e = client:acquire(name, { ttl = opts.ttl or 30, wait = opts.wait or 0, holder = label })
     -- Signals become readable on a signalfd; the child gets them unblocked.
-    local fd = l and assert(core.signalfd(watched))
-    core.stop_on(nil)
+    local fd = l and assert(process.signalfd(watched))
+    process.stop_on(nil)
     return l, e, fd
   end)
-  local stopped = core.stop_on(nil)
+  local stopped = process.stop_on(nil)
   if not ok then
     -- A lock the acquire got but could not hand back (the signal came as
     -- it returned) is registered with the client all the same.
     for _, l in pairs(client._locks or {}) do pcall(l.release, l) end
     client:close()
     if not stopped then error(lock, 0) end
-    core.die_by(stopped)
-    return 128 + core.signum(stopped)
+    process.die_by(stopped)
+    return 128 + process.signum(stopped)
   end
   if not lock then
     local kind = errors.kind_of(err)
@@ -491,8 +492,8 @@ local function cmd_run(args, launch)
 
   local rfd, wfd
   if not opts.close then
-    assert(core.subreaper())
-    rfd, wfd = assert(core.pipe())
+    assert(process.subreaper())
+    rfd, wfd = assert(process.pipe())
   end
 
   local env = {
@@ -511,17 +512,17 @@ local function cmd_run(args, launch)
   -- The job's own process group, led by a process that passes our death
   -- on to all of it (csrc/process_leader.c); not at a terminal's prompt,
   -- where the job must stay in the terminal's foreground group.
-  local leader = not core.foreground_tty() and core.job_leader(death_signal, opts["kill-after"] or 10) or nil
+  local leader = not process.foreground_tty() and process.job_leader(death_signal, opts["kill-after"] or 10) or nil
   local function end_leader(job)
     if job.leader then
-      core.kill(job.leader, "KILL")
-      core.waitpid(job.leader)
+      process.kill(job.leader, "KILL")
+      process.waitpid(job.leader)
     end
   end
   local pid, why
-  pid, why, code = core.spawn(command, env, { ignore = ignore, death_signal = death_signal, keep_fd = wfd,
+  pid, why, code = process.spawn(command, env, { ignore = ignore, death_signal = death_signal, keep_fd = wfd,
     pgid = leader })
-  if wfd then core.close(wfd) end
+  if wfd then process.close(wfd) end
   local job = { pid = pid, rfd = rfd, sfd = sfd, self = core.getpid(), leader = leader }
   if not pid then
     end_leader(job)
