@@ -338,10 +338,14 @@ describe("a guard killed by SIGKILL", function()
   end
 
   -- The job's group leader: the guard's child named redislock-job.
+  -- (read from /proc/*/stat: a pgrep run here once hung in a futex wait
+  -- for minutes, and the spec with it)
   local function leader_of(guard)
     return helpers.wait_until(function()
-      local out = helpers.sh("pgrep -P " .. guard .. " -x redislock-job")
-      return tonumber(out:match("%d+"))
+      local out = helpers.sh("cat /proc/[0-9]*/stat 2>/dev/null")
+      for pid, comm, ppid in out:gmatch("(%d+) %((.-)%) %a (%d+)") do
+        if comm == "redislock-job" and tonumber(ppid) == guard then return tonumber(pid) end
+      end
     end, 5, 0.01)
   end
 
