@@ -384,7 +384,7 @@ describe("a guard killed by SIGKILL", function()
     -- terminal's foreground group: no leader
     local out = helpers.tmpdir() .. "/groups"
     local job2 = "REDISLOCK_URL=" .. quote(srv.url) .. " " .. BIN .. " run job:tty -- sh -c " ..
-      quote("ps -o pgid= -p $$ > " .. out .. "; ps -o pgid= -p $PPID >> " .. out)
+      quote("cut -d' ' -f5 /proc/$$/stat > " .. out .. "; cut -d' ' -f5 /proc/$PPID/stat >> " .. out)
     local t = helpers.spawn("script -qefc " .. quote(job2) .. " /dev/null </dev/null")
     assert.equal(0, t:wait(15))
     local a, b = helpers.read_file(out):match("(%d+)%s+(%d+)")
