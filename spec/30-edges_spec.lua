@@ -337,11 +337,14 @@ describe("a guard killed by SIGKILL", function()
     return tonumber(assert(text, path):match("%d+"))
   end
 
-  -- The job's group leader: the guard's child named redislock-job.
+  -- The job's group leader: the guard's child named redislock-job (read
+  -- from /proc here: no pgrep, which hangs under make sanitize's preload).
   local function leader_of(guard)
     return helpers.wait_until(function()
-      local out = helpers.sh("pgrep -P " .. guard .. " -x redislock-job")
-      return tonumber(out:match("%d+"))
+      local children = helpers.read_file("/proc/" .. guard .. "/task/" .. guard .. "/children") or ""
+      for pid in children:gmatch("%d+") do
+        if (helpers.read_file("/proc/" .. pid .. "/comm") or "") == "redislock-job\n" then return tonumber(pid) end
+      end
     end, 5, 0.01)
   end
 
@@ -380,7 +383,7 @@ describe("a guard killed by SIGKILL", function()
     -- terminal's foreground group: no leader
     local out = helpers.tmpdir() .. "/groups"
     local job2 = "REDISLOCK_URL=" .. quote(srv.url) .. " " .. BIN .. " run job:tty -- sh -c " ..
-      quote("ps -o pgid= -p $$ > " .. out .. "; ps -o pgid= -p $PPID >> " .. out)
+      quote("cut -d' ' -f5 /proc/$$/stat > " .. out .. "; cut -d' ' -f5 /proc/$PPID/stat >> " .. out)
     local t = helpers.spawn("script -qefc " .. quote(job2) .. " /dev/null </dev/null")
     assert.equal(0, t:wait(15))
     local a, b = helpers.read_file(out):match("(%d+)%s+(%d+)")
