@@ -337,14 +337,13 @@ describe("a guard killed by SIGKILL", function()
     return tonumber(assert(text, path):match("%d+"))
   end
 
-  -- The job's group leader: the guard's child named redislock-job.
-  -- (read from /proc/*/stat: a pgrep run here once hung in a futex wait
-  -- for minutes, and the spec with it)
+  -- The job's group leader: the guard's child named redislock-job (read
+  -- from /proc here: no pgrep, which hangs under make sanitize's preload).
   local function leader_of(guard)
     return helpers.wait_until(function()
-      local out = helpers.sh("cat /proc/[0-9]*/stat 2>/dev/null")
-      for pid, comm, ppid in out:gmatch("(%d+) %((.-)%) %a (%d+)") do
-        if comm == "redislock-job" and tonumber(ppid) == guard then return tonumber(pid) end
+      local children = helpers.read_file("/proc/" .. guard .. "/task/" .. guard .. "/children") or ""
+      for pid in children:gmatch("%d+") do
+        if (helpers.read_file("/proc/" .. pid .. "/comm") or "") == "redislock-job\n" then return tonumber(pid) end
       end
     end, 5, 0.01)
   end
@@ -357,7 +356,9 @@ describe("a guard killed by SIGKILL", function()
     local dir = helpers.tmpdir()
     local p = helpers.spawn(cli("run", "--ttl", "2", "--kill-after", "1", "job:kill9", "--", "bash", "-c",
       "sleep 30 & echo $! > " .. dir .. "/bg; sleep 31 & echo $! > " .. dir .. "/fg; " ..
-      "(trap '' TERM; exec sleep 32) & echo $! > " .. dir .. "/deaf; wait"))
+      -- (its pid written once it ignores TERM: the leader may act at once)
+      "(trap '' TERM; echo $BASHPID > " .. dir .. "/deaf.tmp; mv " .. dir .. "/deaf.tmp " .. dir ..
+      "/deaf; exec sleep 32) & wait"))
     local bg, fg, deaf = pid_in(dir .. "/bg"), pid_in(dir .. "/fg"), pid_in(dir .. "/deaf")
     local leader = assert(leader_of(p.pid), "no redislock-job process")
     helpers.kill(p.pid, "KILL")   -- the guard alone
