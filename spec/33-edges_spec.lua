@@ -332,9 +332,10 @@ describe("a guard killed by SIGKILL", function()
     return "REDISLOCK_URL=" .. quote(srv.url) .. " " .. quote(helpers.lua_bin) .. " " .. BIN .. " " .. args_of(...)
   end
 
+  -- (a whole line: the file exists, empty, a moment before echo writes it)
   local function pid_in(path)
-    local text = helpers.wait_until(function() return helpers.read_file(path) end, 5, 0.01)
-    return tonumber(assert(text, path):match("%d+"))
+    local pid = helpers.wait_until(function() return (helpers.read_file(path) or ""):match("^(%d+)\n") end, 5, 0.01)
+    return tonumber(assert(pid, path))
   end
 
   -- The job's group leader: the guard's child named redislock-job (read
