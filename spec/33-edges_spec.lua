@@ -335,7 +335,8 @@ describe("a guard killed by SIGKILL", function()
   -- (a whole line: the file exists, empty, a moment before echo writes it)
   local function pid_in(path)
     local pid = helpers.wait_until(function() return (helpers.read_file(path) or ""):match("^(%d+)\n") end, 5, 0.01)
-    return tonumber(assert(pid, path))
+    assert(pid, path)
+    return tonumber(pid)
   end
 
   -- The job's group leader: the guard's child named redislock-job (read
