@@ -44,7 +44,11 @@ local function lines(p)
 end
 
 -- A worker caught between a read and its write: its last line is a read
--- that will be followed by a write (a stock above 0, a pending transfer).
+-- that will be followed by a write (a stock above 0, a pending transfer),
+-- with no "slept" after it (the worker logs that when its sleep ends, before
+-- the write: a worker stopped after it may have committed already, its
+-- "write" line not yet written; that once counted a stop after a write as a
+-- pause, and the run found one stale write fewer than pauses).
 local function reading(p, case)
   local all = lines(p)
   local last = all[#all]

@@ -15,6 +15,7 @@
 --   read ID FENCE VALUE T     a read that will be followed by a write
 --                             (VALUE: the stock, or "pending")
 --   write ID - RESULT T       RESULT: ok:ORDER_ID | applied | stale | err:WORD
+--   slept ID T                the read's sleep is over: the write follows
 --   read ID - RESULT T        a read not followed by a write: RESULT
 --                             soldout | done | stale | err:WORD
 --   fail ID ERRWORD T         the lock was not taken
@@ -55,6 +56,8 @@ local function section(id)
     log("read", id, fenced.int(lock.fence), value)
     read_logged = true
     core.sleep(cs)   -- the driver's SIGSTOP lands here
+    log("slept", id)  -- past this line the write may have committed: a stop
+                      -- seen after it is not a pause inside the section
   end
   local opts = { ttl = ttl, wait = 2 }
   local result, err
