@@ -144,6 +144,8 @@ $(TARGET): build/$(LUA_PC)/redislock/core.so
 	cp $< $@.tmp && mv -f $@.tmp $@   # (a new file: a process may have the old one loaded)
 
 SCRIPTS = $(sort $(wildcard lua/redislock/scripts/*.lua))
+# the rules several scripts share, spliced in by tools/gen_scripts.lua
+SCRIPT_LIBS = $(wildcard lua/redislock/scripts/lib/*.lua)
 LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lua))
 
 .PHONY: all deps test-deps ci-deps test ctest specs lint demo demo-postgres install install-files uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 test52 test53 testjit testnotls fuzz
@@ -171,7 +173,7 @@ ci-deps:
 	@tools/deps.sh $(TEST_DEPS) $(TEST51_DEPS) $(TEST52_DEPS) $(TEST53_DEPS) $(TESTJIT_DEPS) $(FUZZ_DEPS)
 
 # (the folder too: its time changes when a script is added or removed)
-build/scripts_gen.h: tools/gen_scripts.lua $(SCRIPTS) lua/redislock/scripts
+build/scripts_gen.h: tools/gen_scripts.lua $(SCRIPTS) $(SCRIPT_LIBS) lua/redislock/scripts lua/redislock/scripts/lib
 	@mkdir -p build
 	$(LUA) tools/gen_scripts.lua $@ $(SCRIPTS)
 
@@ -202,6 +204,8 @@ test: test-deps
 
 lint: test-deps
 	luacheck -q $(wildcard lua spec bench bin tools test)
+	@$(MAKE) --no-print-directory build/scripts_gen.h
+	luacheck -q --no-config --std lua51 --read-globals redis KEYS ARGV --max-line-length 120 build/scripts
 	@tools/check_layers.sh
 
 demo: test-deps
@@ -356,7 +360,7 @@ install-files: build/$(LUA_PC)/redislock/core.so
 	    $(DESTDIR)$(MANDIR)/man1
 	install -m 0755 build/$(LUA_PC)/redislock/core.so $(DESTDIR)$(LUA_CMOD)/redislock/core.so
 	install -m 0644 lua/redislock.lua $(DESTDIR)$(LUA_LMOD)/redislock.lua
-	install -m 0644 $(SCRIPTS) $(DESTDIR)$(LUA_LMOD)/redislock/scripts/
+	install -m 0644 $(patsubst lua/redislock/scripts/%,build/scripts/%,$(SCRIPTS)) $(DESTDIR)$(LUA_LMOD)/redislock/scripts/
 	$(if $(LUA_MODULES),install -m 0644 $(LUA_MODULES) $(DESTDIR)$(LUA_LMOD)/redislock/)
 	sed -e "s|^lua=lua5.4 .*|lua='$(LUA_ABS)'|" \
 	    -e "s|^local LMOD, CMOD = nil, nil .*|local LMOD, CMOD = [==[$(LUA_LMOD)]==], [==[$(LUA_CMOD)]==]|" \

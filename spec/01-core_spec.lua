@@ -136,19 +136,40 @@ describe("redislock.core", function()
     assert.is_true(dt >= 0.05 and dt < 1, "dt " .. dt)
   end)
 
-  it("embeds each script file byte-exact, with its key count", function()
+  -- A script file as Redis gets it: each "--@splice NAME" line replaced by
+  -- scripts/lib/NAME.lua (the rules written once: tools/gen_scripts.lua).
+  local function spliced(name)
+    local text = read("lua/redislock/scripts/" .. name .. ".lua")
+    return (text:gsub("%-%-@splice ([%w_]+)\n", function(lib) return read("lua/redislock/scripts/lib/" .. lib .. ".lua") end))
+  end
+
+  it("embeds each script file byte-exact, the shared rules spliced in, with its key count", function()
     local names = {}
     local p = assert(io.popen("ls lua/redislock/scripts/"))
     for file in p:lines() do names[#names + 1] = file:match("^(.+)%.lua$") end
     p:close()
     assert.is_true(#names >= 3)
+    local uses = {}
     for _, name in ipairs(names) do
       local s = core.scripts[name]
       assert.is_table(s, name)
-      assert.equal(read("lua/redislock/scripts/" .. name .. ".lua"), s.source)
+      assert.equal((spliced(name)), s.source)
+      assert.is_nil(s.source:find("\n%-%-@splice"), name)
+      -- each shared rule a script calls is defined in it, once
+      for _, fn in ipairs { "next_fence", "record_holder", "holder_of" } do
+        local _, defs = s.source:gsub("\nlocal function " .. fn .. "%(", "")
+        local _, calls = s.source:gsub("[^%w_]" .. fn .. "%(", "")
+        if calls > defs then
+          assert.equal(1, defs, name .. " calls " .. fn)
+          uses[fn] = (uses[fn] or 0) + 1
+        end
+      end
       assert.matches("^%x+$", s.sha)
       assert.equal(40, #s.sha)
     end
+    -- the fence rule of every script that grants, the holder record of
+    -- every one that names a holder
+    assert.same({ next_fence = 6, record_holder = 6, holder_of = 4 }, uses)
     assert.equal(5, core.scripts.acquire.keys)
     assert.equal(8, core.scripts.release.keys)
     assert.equal(1, core.scripts.extend.keys)
@@ -167,8 +188,7 @@ describe("redislock.core", function()
 
     it("SCRIPT LOAD of each file returns the embedded SHA", function()
       for name, s in pairs(core.scripts) do
-        local src = read("lua/redislock/scripts/" .. name .. ".lua")
-        assert.equal(s.sha, conn:command("SCRIPT", "LOAD", src), name)
+        assert.equal(s.sha, conn:command("SCRIPT", "LOAD", (spliced(name))), name)
       end
     end)
 

@@ -7,6 +7,12 @@
 -- the number of KEYS each one takes (the highest KEYS[n] it uses), so that the
 -- C core (EVALSHA from the watchdog thread) and the Lua API send the same text.
 -- Runs on Lua 5.1 to 5.4; SHA1 comes from coreutils' sha1sum.
+--
+-- Rules several scripts share are written once, in scripts/lib/NAME.lua (one
+-- local function each), and spliced in place of a line "--@splice NAME".
+-- What is embedded, hashed and counted is the spliced text, which is also
+-- written to scripts/NAME.lua beside OUT.h (what Redis runs; `make install`
+-- installs those).
 
 local out_path = assert(arg[1], "usage: gen_scripts.lua OUT.h SCRIPT.lua...")
 
@@ -15,6 +21,25 @@ local function read_file(path)
   local data = f:read("*a")
   f:close()
   return data
+end
+
+-- The script at path with each "--@splice NAME" line replaced by the text of
+-- lib/NAME.lua beside it.
+local function splice(path)
+  local dir = path:match("^(.*/)") or "./"
+  local out = {}
+  for line in read_file(path):gmatch("[^\n]*\n?") do
+    local name = line:match("^%-%-@splice ([%w_]+)%s*$")
+    if name then
+      local lib = read_file(dir .. "lib/" .. name .. ".lua")
+      assert(lib:sub(-1) == "\n", "lib/" .. name .. ".lua must end with a newline")
+      line = lib
+    else
+      assert(not line:match("^%-%-@splice"), path .. ": a bad --@splice line: " .. line)
+    end
+    out[#out + 1] = line
+  end
+  return table.concat(out)
 end
 
 local function sha1_of(path)
@@ -46,16 +71,22 @@ local function c_literal(data)
   return table.concat(lines, "\n")
 end
 
+local out_dir = (out_path:match("^(.*/)") or "./") .. "scripts/"
+assert(os.execute("mkdir -p '" .. out_dir:gsub("'", "'\\''") .. "'"))
 local entries = {}
 for i = 2, #arg do
   local path = arg[i]
   local name = assert(path:match("([%w_]+)%.lua$"), "bad script file name: " .. path)
-  local source = read_file(path)
+  local source = splice(path)
+  local spliced = out_dir .. name .. ".lua"
+  local sf = assert(io.open(spliced, "wb"))
+  sf:write(source)
+  sf:close()
   local nkeys = 0
   for n in source:gmatch("KEYS%[(%d+)%]") do
     nkeys = math.max(nkeys, tonumber(n))
   end
-  local sha = sha1_of(path)
+  local sha = sha1_of(spliced)
   -- "EVALSHA <sha> <nkeys>" as the first three bulk strings of a request,
   -- written once here instead of at every call
   local nk = tostring(nkeys)

@@ -100,6 +100,21 @@ local function shares(list, kind)
   return out
 end
 
+--- Deletes `name` whoever holds it (a stuck lock), waking its waiters. The
+-- holder is not told until its next renewal; prefer release_token. One rule
+-- for every client that has inspect and release_token (a single Redis,
+-- Sentinel, Cluster, Redlock).
+-- syntax: ok, err = client:break_lock(name)
+function _M.break_lock(client, name)
+  checks.check_name("break_lock", name)
+  local info, err, kind = client:inspect(name)
+  if not info then return nil, err, kind end
+  if not info.held then return nil, "not held", "not held" end
+  -- Compare-and-delete on the token just read: if it changed hands in
+  -- between, the new holder is left alone.
+  return client:release_token(name, info.token)
+end
+
 local function install(Client)
 
   --- What Redis says about the lock `name` now (one round trip).
@@ -206,20 +221,9 @@ local function install(Client)
     return true
   end
 
-  --- Deletes `name` whoever holds it (a stuck lock), waking its waiters. The
-  -- holder is not told until its next renewal; prefer release_token.
-  -- syntax: ok, err = client:break_lock(name)
-  function Client:break_lock(name)
-    checks.check_name("break_lock", name)
-    local info, err, kind = self:inspect(name)
-    if not info then return nil, err, kind end
-    if not info.held then return nil, "not held", "not held" end
-    -- Compare-and-delete on the token just read: if it changed hands in
-    -- between, the new holder is left alone.
-    return self:release_token(name, info.token)
-  end
+  Client.break_lock = _M.break_lock
 end
 
 -- require("redislock.admin")(Client) installs the methods; the module's
--- own functions (scan, glob_pattern) serve the Redlock client too.
+-- own functions (scan, glob_pattern, break_lock) serve the Redlock client too.
 return setmetatable(_M, { __call = function(_, Client) return install(Client) end })

@@ -13,35 +13,14 @@
 -- it), or, trying once, {0, pttl, label, held_ms} when the holder has a
 -- label: what it chose to be known by, and how long it has held the lock.
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
--- A fence is max(last fence + 1, the server's clock in microseconds), and
--- the counter keeps it for fence_ttl ms (ARGV[4]), refreshed by every grant. So
--- fences order grants even across a failover to a replica that lacks the
--- latest counter, a restart without persistence, or the counter's expiry:
--- the next fence is at least the new server's clock, above every fence
--- handed out before as long as the servers' clocks agree to within the
--- time between those grants (a fence runs ahead of the clock only when
--- grants come faster than one per microsecond, which a script cannot).
-local function next_fence(key, f)
-  -- one write in the common case: the clock is ahead of the last fence
-  local last = redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[4], 'GET')
-  if last and tonumber(last) >= f then
-    f = tonumber(last) + 1
-    redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[4])
-  end
-  return f
-end
+--@splice next_fence
+--@splice record_holder
+--@splice holder_of
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local t = redis.call('TIME')
-  local us = t[1] .. string.format('%06d', tonumber(t[2]))
-  -- The holder record: when, whose (the token, so that a reader tells it
-  -- from a record left by an earlier grant: only the lock's own counts),
-  -- and the label. It lives as long as the fence counter, needing no
-  -- renewal and no delete: the lock's key alone says whether it holds.
-  if ARGV[5] ~= '' then
-    redis.call('SET', KEYS[4], us .. ' ' .. ARGV[1] .. ' ' .. ARGV[5], 'PX', ARGV[4])
-  end
+  record_holder(KEYS[4], t, ARGV[1], ARGV[5], ARGV[4])
   if ARGV[3] == '1' then redis.call('ZREM', KEYS[5], ARGV[1]) end
-  return {1, next_fence(KEYS[2], tonumber(us))}
+  return {1, next_fence(KEYS[2], t, ARGV[4])}
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if ARGV[3] == '1' then
@@ -63,15 +42,7 @@ end
 if ARGV[3] == '0' then
   -- who holds it, and since when, for the caller's "busy" (the record
   -- only if it is this holder's)
-  local holder = redis.call('GET', KEYS[1])
-  local rec = holder and redis.call('GET', KEYS[4])
-  if rec then
-    local since, rest = rec:match('^(%d+) (.*)$')
-    if since and rest:sub(1, #holder + 1) == holder .. ' ' then
-      local t = redis.call('TIME')
-      local held = (tonumber(t[1]) * 1000000 + tonumber(t[2]) - tonumber(since)) / 1000
-      return {0, pttl, rest:sub(#holder + 2), math.max(0, math.floor(held))}
-    end
-  end
+  local label, _, held = holder_of(KEYS[4], redis.call('GET', KEYS[1]))
+  if label then return {0, pttl, label, held} end
 end
 return {0, pttl}

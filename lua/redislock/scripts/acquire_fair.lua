@@ -22,24 +22,8 @@
 -- {0, pttl} otherwise (pttl -2: the lock
 -- is free but someone is ahead in line).
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
--- A fence is max(last fence + 1, the server's clock in microseconds), and
--- the counter keeps it for fence_ttl ms (ARGV[5]), refreshed by every grant. So
--- fences order grants even across a failover to a replica that lacks the
--- latest counter, a restart without persistence, or the counter's expiry:
--- the next fence is at least the new server's clock, above every fence
--- handed out before as long as the servers' clocks agree to within the
--- time between those grants (a fence runs ahead of the clock only when
--- grants come faster than one per microsecond, which a script cannot).
-local function next_fence(key, t)
-  local f = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  -- one write in the common case: the clock is ahead of the last fence
-  local last = redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[5], 'GET')
-  if last and tonumber(last) >= f then
-    f = tonumber(last) + 1
-    redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[5])
-  end
-  return f
-end
+--@splice next_fence
+--@splice record_holder
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -68,11 +52,8 @@ if (not head or head == ARGV[1]) and
     redis.call('ZREM', KEYS[4], ARGV[1])
     redis.call('HDEL', KEYS[5], ARGV[1])
   end
-  if ARGV[6] ~= '' then
-    redis.call('SET', KEYS[8], t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. ARGV[1] .. ' ' .. ARGV[6],
-      'PX', ARGV[5])
-  end
-  return {1, next_fence(KEYS[2], t)}
+  record_holder(KEYS[8], t, ARGV[1], ARGV[6], ARGV[5])
+  return {1, next_fence(KEYS[2], t, ARGV[5])}
 end
 if not redis.call('ZSCORE', KEYS[4], ARGV[1]) then
   -- (Re-)entering the line: a hand-over left in our list from before (we

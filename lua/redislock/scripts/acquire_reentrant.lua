@@ -19,17 +19,9 @@
 -- deleted with the lock, and a fresh grant overwrites one left behind by a
 -- holder that died.
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
--- The fence rule of acquire.lua: max(last + 1, the server's clock in us).
-local function next_fence(key, t)
-  local f = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  -- one write in the common case: the clock is ahead of the last fence
-  local last = redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[4], 'GET')
-  if last and tonumber(last) >= f then
-    f = tonumber(last) + 1
-    redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[4])
-  end
-  return f
-end
+--@splice next_fence
+--@splice record_holder
+--@splice holder_of
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   local f = redis.call('HGET', KEYS[4], 'fence')
   if f then
@@ -44,13 +36,10 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local t = redis.call('TIME')
-  local f = next_fence(KEYS[2], t)
+  local f = next_fence(KEYS[2], t, ARGV[4])
   redis.call('DEL', KEYS[4])
   redis.call('HSET', KEYS[4], 'n', 1, 'fence', string.format('%.0f', f))
-  if ARGV[5] ~= '' then
-    redis.call('SET', KEYS[5], t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. ARGV[1] .. ' ' .. ARGV[5],
-      'PX', ARGV[4])
-  end
+  record_holder(KEYS[5], t, ARGV[1], ARGV[5], ARGV[4])
   if ARGV[3] == '1' then redis.call('ZREM', KEYS[6], ARGV[1]) end
   return {1, f, 1}
 end
@@ -67,15 +56,7 @@ if ARGV[3] == '1' then
   redis.call('ZADD', KEYS[6], now + keep, ARGV[1])
   if redis.call('PTTL', KEYS[6]) < keep then redis.call('PEXPIRE', KEYS[6], keep) end
 elseif ARGV[3] == '0' then
-  local holder = redis.call('GET', KEYS[1])
-  local rec = holder and redis.call('GET', KEYS[5])
-  if rec then
-    local since, rest = rec:match('^(%d+) (.*)$')
-    if since and rest:sub(1, #holder + 1) == holder .. ' ' then
-      local t = redis.call('TIME')
-      local held = (tonumber(t[1]) * 1000000 + tonumber(t[2]) - tonumber(since)) / 1000
-      return {0, pttl, rest:sub(#holder + 2), math.max(0, math.floor(held))}
-    end
-  end
+  local label, _, held = holder_of(KEYS[5], redis.call('GET', KEYS[1]))
+  if label then return {0, pttl, label, held} end
 end
 return {0, pttl}

@@ -11,21 +11,11 @@
 -- Returns {1, fence} when adopted, {0} when the key is gone or someone
 -- else's.
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
-local function next_fence(key)
-  local t = redis.call('TIME')
-  local f = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  -- one write in the common case: the clock is ahead of the last fence
-  local last = redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[3], 'GET')
-  if last and tonumber(last) >= f then
-    f = tonumber(last) + 1
-    redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[3])
-  end
-  return f
-end
+--@splice next_fence
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {0}
 end
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-return {1, next_fence(KEYS[2])}
+return {1, next_fence(KEYS[2], redis.call('TIME'), ARGV[3])}

@@ -7,6 +7,7 @@
 -- (µs on the server's clock, a string) or false, held_ms or false,
 -- waiters}: the record only when it is the current holder's; waiters:
 -- those waiting for a release now, notify and fair ones.
+--@splice holder_of
 local token = redis.call('GET', KEYS[1])
 local pttl = redis.call('PTTL', KEYS[1])
 local fence = redis.call('GET', KEYS[2])
@@ -15,13 +16,5 @@ local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now_ms = math.floor(now_us / 1000)
 local after = '(' .. string.format('%.0f', now_ms)
 local waiters = redis.call('ZCOUNT', KEYS[4], after, '+inf') + redis.call('ZCOUNT', KEYS[5], after, '+inf')
-local label, since, held = false, false, false
-local rec = token and redis.call('GET', KEYS[3])
-if rec then
-  local s, rest = rec:match('^(%d+) (.*)$')
-  if s and rest:sub(1, #token + 1) == token .. ' ' then
-    label, since = rest:sub(#token + 2), s
-    held = math.max(0, math.floor((now_us - tonumber(s)) / 1000))
-  end
-end
-return {token, pttl, fence, label, since, held, waiters}
+local label, since, held = holder_of(KEYS[3], token)
+return {token, pttl, fence, label or false, since or false, held or false, waiters}

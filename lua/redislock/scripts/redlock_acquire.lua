@@ -12,27 +12,17 @@
 -- Returns {1} when taken (or already ours), {0, pttl} when someone else
 -- holds it, {0, pttl, label, held_ms} when that holder has a label here.
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
+--@splice record_holder
+--@splice holder_of
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1}
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  if ARGV[3] ~= '' then
-    local t = redis.call('TIME')
-    redis.call('SET', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. ARGV[1] .. ' ' .. ARGV[3],
-      'PX', ARGV[4])
-  end
+  if ARGV[3] ~= '' then record_holder(KEYS[2], redis.call('TIME'), ARGV[1], ARGV[3], ARGV[4]) end
   return {1}
 end
 local pttl = redis.call('PTTL', KEYS[1])
-local holder = redis.call('GET', KEYS[1])
-local rec = holder and redis.call('GET', KEYS[2])
-if rec then
-  local since, rest = rec:match('^(%d+) (.*)$')
-  if since and rest:sub(1, #holder + 1) == holder .. ' ' then
-    local t = redis.call('TIME')
-    local held = (tonumber(t[1]) * 1000000 + tonumber(t[2]) - tonumber(since)) / 1000
-    return {0, pttl, rest:sub(#holder + 2), math.max(0, math.floor(held))}
-  end
-end
+local label, _, held = holder_of(KEYS[2], redis.call('GET', KEYS[1]))
+if label then return {0, pttl, label, held} end
 return {0, pttl}

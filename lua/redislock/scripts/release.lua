@@ -15,24 +15,8 @@
 -- ARGV[1] owner token, ARGV[2] fence_ttl in ms (for a hand-over's fence)
 -- Returns 1 when deleted, 0 when the key is gone or belongs to someone else.
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
--- A fence is max(last fence + 1, the server's clock in microseconds), and
--- the counter keeps it for fence_ttl ms (ARGV[2]), refreshed by every grant. So
--- fences order grants even across a failover to a replica that lacks the
--- latest counter, a restart without persistence, or the counter's expiry:
--- the next fence is at least the new server's clock, above every fence
--- handed out before as long as the servers' clocks agree to within the
--- time between those grants (a fence runs ahead of the clock only when
--- grants come faster than one per microsecond, which a script cannot).
-local function next_fence(key, t)
-  local f = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  -- one write in the common case: the clock is ahead of the last fence
-  local last = redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[2], 'GET')
-  if last and tonumber(last) >= f then
-    f = tonumber(last) + 1
-    redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[2])
-  end
-  return f
-end
+--@splice next_fence
+--@splice record_holder
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
@@ -56,12 +40,9 @@ if head then
     redis.call('HDEL', KEYS[6], head)
     if deadline and tonumber(deadline) > now and ttl then
       redis.call('SET', KEYS[1], head, 'PX', ttl)
-      if label ~= '' then
-        redis.call('SET', KEYS[8], t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. head .. ' ' .. label,
-          'PX', ARGV[2])
-      end
+      record_holder(KEYS[8], t, head, label, ARGV[2])
       local own = KEYS[3] .. ':' .. head
-      redis.call('RPUSH', own, next_fence(KEYS[7], t))
+      redis.call('RPUSH', own, next_fence(KEYS[7], t, ARGV[2]))
       redis.call('PEXPIRE', own, 60000)
       return 1
     end

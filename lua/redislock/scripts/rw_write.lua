@@ -15,28 +15,16 @@
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
--- The fence rule of acquire.lua: max(last + 1, the server's clock in us).
-local function next_fence(key, t)
-  local f = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  -- one write in the common case: the clock is ahead of the last fence
-  local last = redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[4], 'GET')
-  if last and tonumber(last) >= f then
-    f = tonumber(last) + 1
-    redis.call('SET', key, string.format('%.0f', f), 'PX', ARGV[4])
-  end
-  return f
-end
+--@splice next_fence
+--@splice record_holder
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 if #first == 0 and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
   redis.call('ZREM', KEYS[5], ARGV[1])
   local t = redis.call('TIME')
-  if ARGV[6] ~= '' then
-    redis.call('SET', KEYS[6], t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. ARGV[1] .. ' ' .. ARGV[6],
-      'PX', ARGV[4])
-  end
-  return {1, next_fence(KEYS[4], t)}
+  record_holder(KEYS[6], t, ARGV[1], ARGV[6], ARGV[4])
+  return {1, next_fence(KEYS[4], t, ARGV[4])}
 end
 -- Keep new readers out while we wait. Another waiting writer's marker
 -- does that as well: one is enough, and it is that writer's to refresh.
