@@ -4,7 +4,7 @@
  *
  * The code that turns Redis replies into Lua values (client_result;
  * luaval.c has the reply conversion) and the client userdata layout
- * (client_ud) come from client_internal.h; every csrc file is compiled and
+ * (client_ud) come from client_ud.h; every csrc file is compiled and
  * linked next to this one (fuzz/Makefile). They need build/scripts_gen.h,
  * which the top-level `make` generates. Names in this file start with fz_.
  *
@@ -48,7 +48,7 @@
  */
 #define _GNU_SOURCE
 #include "client.h"
-#include "client_internal.h"
+#include "client_ud.h"
 #include "conn.h"
 #include "luaval.h"
 #include "monotime.h"

@@ -140,7 +140,9 @@ describe("redislock.core", function()
   -- scripts/lib/NAME.lua (the rules written once: tools/gen_scripts.lua).
   local function spliced(name)
     local text = read("lua/redislock/scripts/" .. name .. ".lua")
-    return (text:gsub("%-%-@splice ([%w_]+)\n", function(lib) return read("lua/redislock/scripts/lib/" .. lib .. ".lua") end))
+    return (text:gsub("%-%-@splice ([%w_]+)\n", function(lib)
+      return read("lua/redislock/scripts/lib/" .. lib .. ".lua")
+    end))
   end
 
   it("embeds each script file byte-exact, the shared rules spliced in, with its key count", function()

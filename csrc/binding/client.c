@@ -15,7 +15,7 @@
  * luaL_argerror.
  */
 #include "client.h"
-#include "client_internal.h"
+#include "client_ud.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -68,16 +68,6 @@ void client_intr_arm(lua_State *L) {
     lua_pop(L, 1);
 #endif
     intr_arm(client_intr_check, L);
-}
-
-client_ud *client_check(lua_State *L) {
-    client_ud *u = (client_ud *)udata_check(L, 1, UDATA_CLIENT, sizeof(client_ud), CLIENT_MT);
-    if (u->t == NULL) luaL_error(L, "attempt to use a closed redislock client");
-    return u;
-}
-
-client_ud *client_push_closed(lua_State *L) {
-    return (client_ud *)udata_new(L, sizeof(client_ud), UDATA_CLIENT, CLIENT_MT);
 }
 
 /* client:wait_client() -> a client on the same topology with connections

@@ -6,7 +6,7 @@
  * password is reported at connect, not at the first lock.
  */
 #include "client.h"
-#include "client_internal.h"
+#include "client_ud.h"
 
 #include <stdlib.h>
 #include <string.h>

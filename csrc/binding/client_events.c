@@ -10,7 +10,7 @@
  * seen). Nothing is queued until the first client:events() call, which
  * the Lua side makes only when on_event is set.
  */
-#include "client_internal.h"
+#include "client_ud.h"
 
 #include <stdlib.h>
 #include <string.h>

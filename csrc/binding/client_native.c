@@ -2,7 +2,7 @@
  * client_native.c: what a client's connections learned about native
  * compare commands (native_detect.h), for tests and operators.
  */
-#include "client_internal.h"
+#include "client_ud.h"
 
 #include "conn.h"
 #include "native_cmd.h"

@@ -3,7 +3,7 @@
  * their answers: the Redlock fan-out (one script on every master at once,
  * until a quorum decides) and WAIT (how many replicas have a write).
  */
-#include "client_internal.h"
+#include "client_ud.h"
 
 #include <stdio.h>
 

@@ -5,7 +5,7 @@
  * sentinels named) back to the one C parser and the one topology the
  * watchdog thread routes by.
  */
-#include "client_internal.h"
+#include "client_ud.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * client_wait.c: a waiter's BLPOP with its next attempt queued behind it
  * (route_wait.c), for the wait connection of redislock.native.
  */
-#include "client_internal.h"
+#include "client_ud.h"
 
 #include "lauxlib.h"
 #include "compat.h"

@@ -1,5 +1,5 @@
 /*
- * conn_internal.h: what conn.c shares with conn_wait.c, conn_handshake.c
+ * conn_internal.h: what conn.c shares with conn_io.c, conn_wait.c, conn_handshake.c
  * and conn_fork.c, and no one else.
  * No Lua here.
  */

@@ -17,7 +17,7 @@
  */
 #define _GNU_SOURCE
 #include "process.h"
-#include "process_internal.h"
+#include "process_common.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,14 +31,6 @@
 
 #include "lauxlib.h"
 #include "compat.h"
-
-/* Pushes nil, "what: strerror(errno)" and returns 2. */
-int process_fail(lua_State *L, const char *what) {
-    int e = errno;
-    lua_pushnil(L);
-    lua_pushfstring(L, "%s: %s", what, strerror(e));
-    return 2;
-}
 
 /* core.fork() -> pid (parent), 0 (child) | nil, err */
 static int global_fork(lua_State *L) {

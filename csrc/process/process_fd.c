@@ -6,7 +6,7 @@
  * subreaper, so orphans stay in its tree).
  */
 #define _GNU_SOURCE
-#include "process_internal.h"
+#include "process_common.h"
 
 #include <dirent.h>
 #include <errno.h>

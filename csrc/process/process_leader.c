@@ -23,7 +23,7 @@
  * job's REDISLOCK_FD) or a Redis connection open.
  */
 #define _GNU_SOURCE
-#include "process_internal.h"
+#include "process_common.h"
 
 #include <errno.h>
 #include <fcntl.h>

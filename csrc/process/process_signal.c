@@ -5,7 +5,7 @@
  * signals are blocked and read as data instead).
  */
 #define _GNU_SOURCE
-#include "process_internal.h"
+#include "process_common.h"
 
 #include <errno.h>
 #include <signal.h>

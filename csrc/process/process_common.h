@@ -1,15 +1,22 @@
-/* process_internal.h: what process.c, process_signal.c and process_fd.c
+/* process_common.h: what process.c, process_signal.c and process_fd.c
  * share. No state: each is a set of thin bindings (process.h). */
-#ifndef REDISLOCK_PROCESS_INTERNAL_H
-#define REDISLOCK_PROCESS_INTERNAL_H
+#ifndef REDISLOCK_PROCESS_COMMON_H
+#define REDISLOCK_PROCESS_COMMON_H
 
+#include <errno.h>
 #include <signal.h>
+#include <string.h>
 
 #include "lua.h"
 #include "lauxlib.h"
 
 /* Pushes nil, "what: strerror(errno)" and returns 2. */
-int process_fail(lua_State *L, const char *what);
+static inline int process_fail(lua_State *L, const char *what) {
+    int e = errno;
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", what, strerror(e));
+    return 2;
+}
 
 /* A signal given as a name ("TERM", "SIGTERM") or a number; raises when
  * there is no such signal. */

@@ -1,7 +1,7 @@
-/* client_internal.h: the client userdata, for client.c and the client_*.c
+/* client_ud.h: the client userdata, for client.c and the client_*.c
  * files that hold its other concerns. */
-#ifndef REDISLOCK_CLIENT_INTERNAL_H
-#define REDISLOCK_CLIENT_INTERNAL_H
+#ifndef REDISLOCK_CLIENT_UD_H
+#define REDISLOCK_CLIENT_UD_H
 
 #include "lua.h"
 #include "lauxlib.h"
@@ -22,11 +22,18 @@ typedef struct client_ud {
     struct client_events *ev;  /* on_event's queues, once asked for (client_events.c) */
 } client_ud;
 
-/* The client at stack index 1; raises if it is closed. */
-client_ud *client_check(lua_State *L);
+/* The client at stack index 1; raises if it is closed. (Here, inline: every
+ * client_*.c file checks its self, and client.c uses several of them.) */
+static inline client_ud *client_check(lua_State *L) {
+    client_ud *u = (client_ud *)udata_check(L, 1, UDATA_CLIENT, sizeof(client_ud), CLIENT_MT);
+    if (u->t == NULL) luaL_error(L, "attempt to use a closed redislock client");
+    return u;
+}
 
 /* Pushes a closed-state client userdata (safe to collect whatever follows). */
-client_ud *client_push_closed(lua_State *L);
+static inline client_ud *client_push_closed(lua_State *L) {
+    return (client_ud *)udata_new(L, sizeof(client_ud), UDATA_CLIENT, CLIENT_MT);
+}
 
 /* Pushes the Lua result of a command: the reply, or nil, err, kind (kind:
  * "connection", "timeout", "redis", "memory": callers branch on it, never
