@@ -179,14 +179,8 @@ describe("redislock.core", function()
 
   describe("against redis-server", function()
     local srv, conn
-    setup(function()
-      srv = helpers.start_redis()
-      conn = assert(core.connect { host = srv.host, port = srv.port })
-    end)
-    teardown(function()
-      conn:close()
-      srv:stop()
-    end)
+    local fx = helpers.redis_fixture { raw = true }
+    setup(function() srv, conn = fx.srv, fx.raw end)
 
     it("SCRIPT LOAD of each file returns the embedded SHA", function()
       for name, s in pairs(core.scripts) do

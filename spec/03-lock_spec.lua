@@ -6,19 +6,8 @@ local keys = require "redislock.keys"
 describe("locks", function()
   local srv, a, b, admin
 
-  setup(function()
-    srv = helpers.start_redis()
-    a = assert(redislock.connect { url = srv.url })
-    b = assert(redislock.connect { url = srv.url })
-    admin = assert(redislock.core.connect(require("redislock.url").parse(srv.url)))
-  end)
-
-  teardown(function()
-    a:close()
-    b:close()
-    admin:close()
-    srv:stop()
-  end)
+  local fx = helpers.redis_fixture { raw = true, clients = 2 }
+  setup(function() srv, admin, a, b = fx.srv, fx.raw, fx.clients[1], fx.clients[2] end)
 
   local fresh = helpers.names("lock")
 

@@ -37,15 +37,8 @@ describe("argument sweep", function()
   local srv, client
   local fresh = helpers.names("sweep")
 
-  setup(function()
-    srv = helpers.start_redis()
-    client = assert(redislock.connect { url = srv.url })
-  end)
-
-  teardown(function()
-    client:close()
-    srv:stop()
-  end)
+  local fx = helpers.redis_fixture { clients = 1 }
+  setup(function() srv, client = fx.srv, fx.clients[1] end)
 
   -- Each case: the function under test as call(value), which values must
   -- work, and whether the rest must raise (pure argument checks) or may also

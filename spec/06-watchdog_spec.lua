@@ -4,7 +4,6 @@ local helpers = require "spec.helpers"
 local redislock = require "redislock"
 local core = require "redislock.core"
 local process = require "redislock.process"
-local url = require "redislock.url"
 
 -- The eventfd counter, read from /proc: non-zero means readable.
 local function fd_pending(fd)
@@ -30,17 +29,8 @@ end
 describe("watchdog", function()
   local srv, admin, other
 
-  setup(function()
-    srv = helpers.start_redis()
-    admin = assert(core.connect(url.parse(srv.url)))
-    other = assert(redislock.connect { url = srv.url })
-  end)
-
-  teardown(function()
-    admin:close()
-    other:close()
-    srv:stop()
-  end)
+  local fx = helpers.redis_fixture { raw = true, clients = 1 }
+  setup(function() srv, admin, other = fx.srv, fx.raw, fx.clients[1] end)
 
   local fresh = helpers.names("wd")
 

@@ -8,15 +8,8 @@ local core = require "redislock.core"
 describe("waiting", function()
   local srv, client
 
-  setup(function()
-    srv = helpers.start_redis()
-    client = assert(redislock.connect { url = srv.url })
-  end)
-
-  teardown(function()
-    client:close()
-    srv:stop()
-  end)
+  local fx = helpers.redis_fixture { clients = 1 }
+  setup(function() srv, client = fx.srv, fx.clients[1] end)
 
   -- A holder process that releases at a time it reports: after hold_s, or
   -- once the file `go` exists (hold_s then only bounds the wait), for a

@@ -6,21 +6,13 @@ local helpers = require "spec.helpers"
 local redislock = require "redislock"
 local core = require "redislock.core"
 local process = require "redislock.process"
-local url = require "redislock.url"
 local socket = require "socket"
 
 describe("deadlines", function()
   local srv, admin
 
-  setup(function()
-    srv = helpers.start_redis()
-    admin = assert(core.connect(url.parse(srv.url)))
-  end)
-
-  teardown(function()
-    admin:close()
-    srv:stop()
-  end)
+  local fx = helpers.redis_fixture { raw = true }
+  setup(function() srv, admin = fx.srv, fx.raw end)
 
   local fresh = helpers.names("dl")
 

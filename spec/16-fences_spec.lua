@@ -3,8 +3,6 @@
 -- can evict lock keys shown for what it is.
 local helpers = require "spec.helpers"
 local redislock = require "redislock"
-local core = require "redislock.core"
-local url = require "redislock.url"
 
 -- INFO replication's master_link_status of srv is up.
 local function link_up(srv)
@@ -58,15 +56,8 @@ describe("fences", function()
   describe("counters", function()
     local srv, admin
 
-    setup(function()
-      srv = helpers.start_redis()
-      admin = assert(core.connect(url.parse(srv.url)))
-    end)
-
-    teardown(function()
-      admin:close()
-      srv:stop()
-    end)
+    local fx = helpers.redis_fixture { raw = true }
+    setup(function() srv, admin = fx.srv, fx.raw end)
 
     it("live fence_ttl after the last grant (7 days by default), refreshed by each grant", function()
       local c = assert(redislock.connect { url = srv.url })

@@ -15,15 +15,8 @@ local REASONS = {
 describe("consistency", function()
   local srv, c
 
-  setup(function()
-    srv = helpers.start_redis()
-    c = assert(redislock.connect { url = srv.url })
-  end)
-
-  teardown(function()
-    c:close()
-    srv:stop()
-  end)
+  local fx = helpers.redis_fixture { clients = 1 }
+  setup(function() srv, c = fx.srv, fx.clients[1] end)
 
   local fresh = helpers.names("api")
 

@@ -53,15 +53,8 @@ end
 describe("metrics", function()
   local srv, admin
 
-  setup(function()
-    srv = helpers.start_redis()
-    admin = assert(core.connect { host = "127.0.0.1", port = srv.port })
-  end)
-
-  teardown(function()
-    if admin then admin:close() end
-    if srv then srv:stop() end
-  end)
+  local fx = helpers.redis_fixture { raw = true }
+  setup(function() srv, admin = fx.srv, fx.raw end)
 
   local fresh = helpers.names("m")
 

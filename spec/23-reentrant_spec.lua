@@ -4,24 +4,13 @@ local helpers = require "spec.helpers"
 local shares = require "spec.support.shares"
 local redislock = require "redislock"
 local core = require "redislock.core"
-local url = require "redislock.url"
 
 describe("reentrant locks", function()
   local srv, raw, c, other
   local fresh = helpers.names("re")
 
-  setup(function()
-    srv = helpers.start_redis()
-    raw = assert(core.connect(url.parse(srv.url)))
-    c = assert(redislock.connect { url = srv.url })
-    other = assert(redislock.connect { url = srv.url })
-  end)
-  teardown(function()
-    c:close()
-    other:close()
-    raw:close()
-    srv:stop()
-  end)
+  local fx = helpers.redis_fixture { raw = true, clients = 2 }
+  setup(function() srv, raw, c, other = fx.srv, fx.raw, fx.clients[1], fx.clients[2] end)
 
   it("count up for the same owner and free the name at zero", function()
     local name = fresh()
@@ -163,14 +152,8 @@ describe("adopt", function()
   local srv, raw
   local fresh = helpers.names("adopt")
 
-  setup(function()
-    srv = helpers.start_redis()
-    raw = assert(core.connect(url.parse(srv.url)))
-  end)
-  teardown(function()
-    raw:close()
-    srv:stop()
-  end)
+  local fx = helpers.redis_fixture { raw = true }
+  setup(function() srv, raw = fx.srv, fx.raw end)
 
   it("takes over a lock another process holds, renews it, and releases it", function()
     local name = fresh()

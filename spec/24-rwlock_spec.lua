@@ -3,9 +3,7 @@
 -- redis-server processes.
 local helpers = require "spec.helpers"
 local shares = require "spec.support.shares"
-local redislock = require "redislock"
 local core = require "redislock.core"
-local url = require "redislock.url"
 
 -- A process that waits (up to 10 s) for a read share of `name` and prints
 -- when it got it, on the shared monotonic clock.
@@ -23,18 +21,8 @@ describe("read-write locks", function()
   local srv, raw, c, other
   local fresh = helpers.names("rw")
 
-  setup(function()
-    srv = helpers.start_redis()
-    raw = assert(core.connect(url.parse(srv.url)))
-    c = assert(redislock.connect { url = srv.url })
-    other = assert(redislock.connect { url = srv.url })
-  end)
-  teardown(function()
-    c:close()
-    other:close()
-    raw:close()
-    srv:stop()
-  end)
+  local fx = helpers.redis_fixture { raw = true, clients = 2 }
+  setup(function() srv, raw, c, other = fx.srv, fx.raw, fx.clients[1], fx.clients[2] end)
 
   it("admit many readers, or one writer", function()
     local rw = c:rwlock(fresh())

@@ -2,9 +2,7 @@
 -- a limit that can change; against real redis-server processes.
 local helpers = require "spec.helpers"
 local shares = require "spec.support.shares"
-local redislock = require "redislock"
 local core = require "redislock.core"
-local url = require "redislock.url"
 
 -- A process that waits (up to 10 s) for a permit of `name` (limit
 -- `permits`), prints when it got it, and keeps it `hold` seconds.
@@ -25,18 +23,8 @@ describe("semaphores", function()
   local srv, raw, c, other
   local fresh = helpers.names("sem")
 
-  setup(function()
-    srv = helpers.start_redis()
-    raw = assert(core.connect(url.parse(srv.url)))
-    c = assert(redislock.connect { url = srv.url })
-    other = assert(redislock.connect { url = srv.url })
-  end)
-  teardown(function()
-    c:close()
-    other:close()
-    raw:close()
-    srv:stop()
-  end)
+  local fx = helpers.redis_fixture { raw = true, clients = 2 }
+  setup(function() srv, raw, c, other = fx.srv, fx.raw, fx.clients[1], fx.clients[2] end)
 
   it("grant at most `permits` at once", function()
     local sem = assert(c:semaphore(fresh(), 3))

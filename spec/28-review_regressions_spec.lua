@@ -5,20 +5,13 @@ local helpers = require "spec.helpers"
 local redislock = require "redislock"
 local core = require "redislock.core"
 local process = require "redislock.process"
-local url = require "redislock.url"
 
 describe("review regressions", function()
   local srv, raw
   local fresh = helpers.names("rv")
 
-  setup(function()
-    srv = helpers.start_redis()
-    raw = assert(core.connect(url.parse(srv.url)))
-  end)
-  teardown(function()
-    raw:close()
-    srv:stop()
-  end)
+  local fx = helpers.redis_fixture { raw = true }
+  setup(function() srv, raw = fx.srv, fx.raw end)
 
   it("fair hand-over picked up after the fence counter expired keeps its short lease", function()
     local name = fresh()

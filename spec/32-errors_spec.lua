@@ -67,14 +67,10 @@ describe("one way to fail", function()
 
   describe("on one Redis", function()
     local srv, c, fresh
+    local fx = helpers.redis_fixture { clients = 1 }
     setup(function()
-      srv = helpers.start_redis()
-      c = assert(redislock.connect { url = srv.url })
+      srv, c = fx.srv, fx.clients[1]
       fresh = helpers.names("err")
-    end)
-    teardown(function()
-      c:close()
-      srv:stop()
     end)
 
     it("busy, timeout, not held, stale", function()

@@ -90,15 +90,9 @@ end)
 
 describe("Prometheus text for any bytes", function()
   local prometheus = require "spec.support.prometheus"
-  local srv, c
-  setup(function()
-    srv = helpers.start_redis()
-    c = assert(redislock.connect { url = srv.url })
-  end)
-  teardown(function()
-    c:close()
-    srv:stop()
-  end)
+  local c
+  local fx = helpers.redis_fixture { clients = 1 }
+  setup(function() c = fx.clients[1] end)
 
   it("a label value that is not UTF-8 still gives valid lines", function()
     local bad = "caf" .. string.char(0xe9) .. " " .. string.char(0xff, 0xc0, 0xaf, 0xed, 0xa0, 0x80)
@@ -203,14 +197,8 @@ end)
 
 describe("a signal during a wait", function()
   local srv, admin
-  setup(function()
-    srv = helpers.start_redis()
-    admin = assert(redislock.connect { url = srv.url })
-  end)
-  teardown(function()
-    admin:close()
-    srv:stop()
-  end)
+  local fx = helpers.redis_fixture { clients = 1 }
+  setup(function() srv, admin = fx.srv, fx.clients[1] end)
 
   -- What Redis holds for `name` besides the holder's lock key: a waiter
   -- that stopped must have left no grant, no place in a line.

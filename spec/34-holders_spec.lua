@@ -26,14 +26,10 @@ end
 
 describe("holders", function()
   local srv, c, fresh
+  local fx = helpers.redis_fixture { clients = 1 }
   setup(function()
-    srv = helpers.start_redis()
-    c = assert(redislock.connect { url = srv.url })
+    srv, c = fx.srv, fx.clients[1]
     fresh = helpers.names("holders")
-  end)
-  teardown(function()
-    c:close()
-    srv:stop()
   end)
 
   local function cli(...)

@@ -613,6 +613,38 @@ local function launch(srv)
   return false, msg, (read_file(srv.log) or ""):find("already in use", 1, true) ~= nil
 end
 
+--- A Redis for the describe block it is called in, and connections to it:
+-- made in the block's setup, closed and stopped in its teardown however far
+-- the setup got (a client that failed to connect leaves no server behind).
+--   local fx = helpers.redis_fixture { raw = true, clients = 2 }
+--   setup(function() srv, raw, c = fx.srv, fx.raw, fx.clients[1] end)
+-- opts (all optional): redis (start_redis's options), raw = true (fx.raw: a
+-- redislock.core connection, for commands the API does not send), clients
+-- = n (fx.clients[1..n]: redislock.connect { url = srv.url }, plus the
+-- fields of opts.connect).
+function M.redis_fixture(opts)
+  opts = opts or {}
+  local busted = require "busted"   -- (its setup, teardown: not globals here)
+  local fx = { clients = {} }
+  busted.setup(function()
+    fx.srv = M.start_redis(opts.redis)
+    if opts.raw then
+      fx.raw = assert(require("redislock.core").connect(require("redislock.url").parse(fx.srv.url)))
+    end
+    for i = 1, opts.clients or 0 do
+      local o = { url = fx.srv.url }
+      for k, v in pairs(opts.connect or {}) do o[k] = v end
+      fx.clients[i] = assert(require("redislock").connect(o))
+    end
+  end)
+  busted.teardown(function()
+    for _, c in ipairs(fx.clients) do pcall(c.close, c) end
+    if fx.raw then pcall(fx.raw.close, fx.raw) end
+    if fx.srv then fx.srv:stop() end
+  end)
+  return fx
+end
+
 --- Start a redis-server (no persistence, own temp --dir) and wait for PING.
 -- opts (all optional):
 --   unix = true      listen only on <dir>/redis.sock (port 0, host nil)
