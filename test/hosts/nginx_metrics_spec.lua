@@ -6,14 +6,12 @@
 local helpers = require "spec.helpers"
 local docs = require "spec.support.docs"
 local prometheus = require "spec.support.prometheus"
+local ngx_host = require "spec.support.nginx"
 local redislock = require "redislock"
 local http = require "socket.http"
 local ltn12 = require "ltn12"
 
 http.TIMEOUT = 10
-
-local ROOT = (helpers.sh("pwd"):gsub("%s+$", ""))
-local MODULES = "/usr/lib/nginx/modules"
 
 -- docs/nginx.md's nginx block that serves /metrics, verbatim.
 local function doc_snippet()
@@ -23,38 +21,21 @@ local function doc_snippet()
   error("docs/nginx.md has no nginx block with location = /metrics")
 end
 
-local function conf(dir, port, redis_url)
+-- The http block's own lines: the snippet (spec/support/nginx.lua writes the rest).
+local function http_lines(port, redis_url)
   local snippet = doc_snippet()
   local n1, n2
   snippet, n1 = snippet:gsub("redis://127%.0%.0%.1:6379", redis_url)
   snippet, n2 = snippet:gsub("listen 127%.0%.0%.1:8080;", "listen 127.0.0.1:" .. port .. ";")
   assert(n1 == 1 and n2 == 1, "the docs/nginx.md snippet's address or port changed")
-  return ([[
-daemon off;
-master_process on;
-worker_processes 1;
-error_log %s/error.log notice;
-pid %s/nginx.pid;
-load_module %s/ndk_http_module.so;
-load_module %s/ngx_http_lua_module.so;
-events { worker_connections 64; }
-http {
-  access_log off;
-  client_body_temp_path %s/tmp;
-  proxy_temp_path %s/tmp;
-  fastcgi_temp_path %s/tmp;
-  uwsgi_temp_path %s/tmp;
-  scgi_temp_path %s/tmp;
-  lua_package_path "%s/lua/?.lua;;";
-  lua_package_cpath "%s/build/luajit/?.so;;";
-]]):format(dir, dir, MODULES, MODULES, dir, dir, dir, dir, dir, ROOT, ROOT) .. snippet .. "}\n"
+  return snippet
 end
 
 describe("docs/nginx.md's nginx metrics snippet", function()
-  local srv, nginx, base, dir
+  local srv, nginx, base
 
   local function log_tail()
-    return (helpers.read_file(dir .. "/error.log") or ""):sub(-1500)
+    return nginx:error_log()
   end
 
   -- body, status, headers
@@ -67,19 +48,14 @@ describe("docs/nginx.md's nginx metrics snippet", function()
 
   setup(function()
     srv = helpers.start_redis()
-    dir = helpers.tmpdir()
-    assert(os.execute("mkdir -p " .. helpers.quote(dir .. "/tmp")))
-    local port = helpers.free_port()
-    local f = assert(io.open(dir .. "/nginx.conf", "w"))
-    f:write(conf(dir, port, srv.url))
-    f:close()
-    nginx = helpers.spawn("exec nginx -p " .. helpers.quote(dir) .. " -c " .. helpers.quote(dir .. "/nginx.conf")
-      .. " -e " .. helpers.quote(dir .. "/error.log"))
-    base = "http://127.0.0.1:" .. port
-    assert(helpers.wait_until(function()
-      local _, code = http.request(base .. "/metrics")
-      return code == 200
-    end, 10, 0.05), "nginx did not start: " .. nginx:stderr() .. (helpers.read_file(dir .. "/error.log") or ""))
+    nginx = ngx_host.start {
+      http = function(port) return http_lines(port, srv.url) end,
+      ready = function(url)
+        local _, code = http.request(url .. "/metrics")
+        return code == 200
+      end,
+    }
+    base = nginx.base
   end)
 
   teardown(function()
@@ -124,7 +100,7 @@ describe("docs/nginx.md's nginx metrics snippet", function()
     for _, s in ipairs(p.samples) do assert.equal("0", s.labels.worker, s.name) end
     -- (a wait that ends at its deadline logs nginx's own "lua tcp socket
     -- read timed out": the cosocket transport ends the BLPOP that way)
-    local log = helpers.read_file(dir .. "/error.log") or ""
+    local log = nginx:error_log(true)
     assert.is_nil(log:find("runtime error", 1, true), log)
     assert.is_nil(log:find("global Lua variable", 1, true), log)
   end)

@@ -8,33 +8,17 @@
 -- the LuaJIT core installed by the doc's own command).
 local helpers = require "spec.helpers"
 local docs = require "spec.support.docs"
+local ngx_host = require "spec.support.nginx"
 local core = require "redislock.core"
 local http = require "socket.http"
 
 http.TIMEOUT = 10
 
-local ROOT = (helpers.sh("pwd"):gsub("%s+$", ""))
-local MODULES = "/usr/lib/nginx/modules"
+local ROOT = ngx_host.ROOT
 
-local function conf(dir, port, redis_url, redis_port)
+-- The http block's own lines (spec/support/nginx.lua writes the rest).
+local function http_lines(port, redis_url, redis_port)
   return ([[
-daemon off;
-master_process on;
-worker_processes 1;
-error_log %s/error.log notice;
-pid %s/nginx.pid;
-load_module %s/ndk_http_module.so;
-load_module %s/ngx_http_lua_module.so;
-events { worker_connections 64; }
-http {
-  access_log off;
-  client_body_temp_path %s/tmp;
-  proxy_temp_path %s/tmp;
-  fastcgi_temp_path %s/tmp;
-  uwsgi_temp_path %s/tmp;
-  scgi_temp_path %s/tmp;
-  lua_package_path "%s/lua/?.lua;;";
-  lua_package_cpath "%s/build/luajit/?.so;;";
   init_by_lua_block {
     redislock = require "redislock"
     LOCKS = {}
@@ -117,21 +101,17 @@ http {
       }
     }
   }
-}
-]]):format(dir, dir, MODULES, MODULES, dir, dir, dir, dir, dir, ROOT, ROOT, redis_url, port, redis_port)
+]]):format(redis_url, port, redis_port)
 end
 
 describe("inside nginx (LuaJIT)", function()
-  local srv, nginx, base, dir, admin
+  local srv, nginx, base, admin
 
   local function get(path)
     local body, code = http.request(base .. path)
     assert(body, code)
     if code ~= 200 then
-      local f = io.open(dir .. "/error.log")
-      local log = f and f:read("*a") or ""
-      if f then f:close() end
-      error(("%s: HTTP %s\n%s"):format(path, tostring(code), log:sub(-1500)), 2)
+      error(("%s: HTTP %s\n%s"):format(path, tostring(code), nginx:error_log()), 2)
     end
     return (body:gsub("\n$", ""))
   end
@@ -139,17 +119,11 @@ describe("inside nginx (LuaJIT)", function()
   setup(function()
     srv = helpers.start_redis()
     admin = assert(core.connect { host = "127.0.0.1", port = srv.port })
-    dir = helpers.tmpdir()
-    assert(os.execute("mkdir -p " .. helpers.quote(dir .. "/tmp")))
-    local port = helpers.free_port()
-    local f = assert(io.open(dir .. "/nginx.conf", "w"))
-    f:write(conf(dir, port, srv.url, srv.port))
-    f:close()
-    nginx = helpers.spawn("exec nginx -p " .. helpers.quote(dir) .. " -c " .. helpers.quote(dir .. "/nginx.conf")
-      .. " -e " .. helpers.quote(dir .. "/error.log"))
-    base = "http://127.0.0.1:" .. port
-    assert(helpers.wait_until(function() return (http.request(base .. "/info")) end, 10, 0.05),
-      "nginx did not start: " .. nginx:stderr())
+    nginx = ngx_host.start {
+      http = function(port) return http_lines(port, srv.url, srv.port) end,
+      ready = "/info",
+    }
+    base = nginx.base
   end)
 
   teardown(function()
@@ -309,7 +283,7 @@ end)
 -- must be found exactly where the doc has it); pid, daemon and the
 -- error log come from nginx's command line.
 describe("docs/nginx.md's nginx.conf", function()
-  local srv, nginx, base, dir, admin
+  local srv, nginx, base, admin
 
   local function section()
     return docs.section("nginx.md", "Inside nginx")
@@ -322,21 +296,16 @@ describe("docs/nginx.md's nginx.conf", function()
     return out
   end
 
-  local function error_log()
-    return helpers.read_file(dir .. "/error.log") or ""
-  end
-
   local function get(path)
     local body, code = http.request(base .. path)
     assert(body, code)
-    if code == 500 then error("HTTP 500\n" .. error_log():sub(-1500), 2) end
+    if code == 500 then error("HTTP 500\n" .. nginx:error_log(), 2) end
     return code, (body:gsub("\n$", ""))
   end
 
   setup(function()
     srv = helpers.start_redis()
     admin = assert(core.connect { host = "127.0.0.1", port = srv.port })
-    dir = helpers.tmpdir()
     local text = section()
     -- the doc's install command, into a prefix of our own
     local install = assert(text:match("\n(make install PREFIX=/usr/local [^\n]+)"), "no install command for nginx")
@@ -347,19 +316,15 @@ describe("docs/nginx.md's nginx.conf", function()
     assert(code == 0, out)
     local readme_conf = assert(text:match("```nginx\n(.-)```"), "no nginx block")
     readme_conf = replace_once(readme_conf, "/usr/local", prefix, 2)
-    local port = helpers.free_port()
-    readme_conf = replace_once(readme_conf, "listen 127.0.0.1:8080;", "listen 127.0.0.1:" .. port .. ";")
     readme_conf = replace_once(readme_conf, "redis://127.0.0.1:6379/0", srv.url .. "/0")
-    local f = assert(io.open(dir .. "/nginx.conf", "w"))
-    f:write(readme_conf)
-    f:close()
-    local q = helpers.quote
-    nginx = helpers.spawn("exec nginx -p " .. q(dir) .. " -c " .. q(dir .. "/nginx.conf") ..
-      " -e " .. q(dir .. "/error.log") ..
-      " -g " .. q("daemon off; pid " .. dir .. "/nginx.pid; error_log " .. dir .. "/error.log notice;"))
-    base = "http://127.0.0.1:" .. port
-    assert(helpers.wait_until(function() return (http.request(base .. "/report")) end, 10, 0.05),
-      "nginx did not start: " .. nginx:stderr() .. error_log())
+    -- the doc's whole nginx.conf: daemon, pid and error log given with -g
+    nginx = ngx_host.start {
+      conf = function(port)
+        return replace_once(readme_conf, "listen 127.0.0.1:8080;", "listen 127.0.0.1:" .. port .. ";")
+      end,
+      ready = "/report",
+    }
+    base = nginx.base
   end)
 
   teardown(function()
@@ -408,7 +373,7 @@ describe("docs/nginx.md's nginx.conf", function()
     assert.is_true(held:release())
     assert.equal(200, (get("/report")))
     me:close()
-    local log = error_log()
+    local log = nginx:error_log(true)
     assert.is_nil(log:find("[error]", 1, true), log)
     assert.is_nil(log:find("timed out", 1, true), log)
     assert.is_nil(log:find("global", 1, true), log)   -- "writing a global Lua variable"

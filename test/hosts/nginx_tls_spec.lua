@@ -6,13 +6,13 @@
 -- native watchdog thread reaches the same TLS-only redis-server with
 -- tls.ca. Run by `make testjit` (the LuaJIT core in build/luajit).
 local helpers = require "spec.helpers"
+local ngx_host = require "spec.support.nginx"
 local core = require "redislock.core"
 local http = require "socket.http"
 
 http.TIMEOUT = 10
 
-local ROOT = (helpers.sh("pwd"):gsub("%s+$", ""))
-local MODULES = "/usr/lib/nginx/modules"
+local ROOT = ngx_host.ROOT
 local PASSWORD = "ngx-tls-pw"
 
 -- docs/tls.md's nginx lines, with the spec's CA: the docs cannot drift.
@@ -24,25 +24,9 @@ local function docs_nginx_lines(ca)
   return out
 end
 
-local function conf(dir, port, pki, redis_port, mtls_port)
+-- The http block's own lines (spec/support/nginx.lua writes the rest).
+local function http_lines(port, pki, redis_port, mtls_port)
   return ([[
-daemon off;
-master_process on;
-worker_processes 1;
-error_log %s/error.log notice;
-pid %s/nginx.pid;
-load_module %s/ndk_http_module.so;
-load_module %s/ngx_http_lua_module.so;
-events { worker_connections 64; }
-http {
-  access_log off;
-  client_body_temp_path %s/tmp;
-  proxy_temp_path %s/tmp;
-  fastcgi_temp_path %s/tmp;
-  uwsgi_temp_path %s/tmp;
-  scgi_temp_path %s/tmp;
-  lua_package_path "%s/lua/?.lua;;";
-  lua_package_cpath "%s/build/luajit/?.so;;";
   %s
   init_by_lua_block {
     redislock = require "redislock"
@@ -95,20 +79,18 @@ http {
       }
     }
   }
-}
-]]):format(dir, dir, MODULES, MODULES, dir, dir, dir, dir, dir, ROOT, ROOT, docs_nginx_lines(pki.ca),
+]]):format(docs_nginx_lines(pki.ca),
     pki.ca, pki.client.cert, pki.client.key, PASSWORD, redis_port, PASSWORD, mtls_port, port)
 end
 
 describe("inside nginx over TLS (cosockets)", function()
-  local pki, srv, mtls, other, nginx, base, dir, admin
+  local pki, srv, mtls, other, nginx, base, admin
 
   local function get(path)
     local body, code = http.request(base .. path)
     assert(body, code)
     if code ~= 200 then
-      local log = helpers.read_file(dir .. "/error.log") or ""
-      error(("%s: HTTP %s\n%s"):format(path, tostring(code), log:sub(-1500)), 2)
+      error(("%s: HTTP %s\n%s"):format(path, tostring(code), nginx:error_log()), 2)
     end
     return (body:gsub("\n$", ""))
   end
@@ -125,17 +107,11 @@ describe("inside nginx over TLS (cosockets)", function()
     other = helpers.start_redis { tls = pki:server_tls("other_server"), password = PASSWORD }
     admin = assert(core.connect { host = "127.0.0.1", port = srv.port, password = PASSWORD,
       tls = { ca = pki.ca } })
-    dir = helpers.tmpdir()
-    assert(os.execute("mkdir -p " .. helpers.quote(dir .. "/tmp")))
-    local port = helpers.free_port()
-    local f = assert(io.open(dir .. "/nginx.conf", "w"))
-    f:write(conf(dir, port, pki, srv.port, mtls.port))
-    f:close()
-    nginx = helpers.spawn("exec nginx -p " .. helpers.quote(dir) .. " -c " .. helpers.quote(dir .. "/nginx.conf")
-      .. " -e " .. helpers.quote(dir .. "/error.log"))
-    base = "http://127.0.0.1:" .. port
-    assert(helpers.wait_until(function() return (http.request(base .. "/held?name=x")) end, 10, 0.05),
-      "nginx did not start: " .. nginx:stderr())
+    nginx = ngx_host.start {
+      http = function(port) return http_lines(port, pki, srv.port, mtls.port) end,
+      ready = "/held?name=x",
+    }
+    base = nginx.base
   end)
 
   teardown(function()

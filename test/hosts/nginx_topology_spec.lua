@@ -7,33 +7,15 @@
 local helpers = require "spec.helpers"
 local topology = require "spec.support.topology"
 local failover = require "spec.support.failover"
+local ngx_host = require "spec.support.nginx"
 local core = require "redislock.core"
 local http = require "socket.http"
 
 http.TIMEOUT = 20
 
-local ROOT = (helpers.sh("pwd"):gsub("%s+$", ""))
-local MODULES = "/usr/lib/nginx/modules"
-
-local function conf(dir, port, cluster_seeds, sentinels)
+-- The http block's own lines (spec/support/nginx.lua writes the rest).
+local function http_lines(port, cluster_seeds, sentinels)
   return ([[
-daemon off;
-master_process on;
-worker_processes 1;
-error_log %s/error.log notice;
-pid %s/nginx.pid;
-load_module %s/ndk_http_module.so;
-load_module %s/ngx_http_lua_module.so;
-events { worker_connections 64; }
-http {
-  access_log off;
-  client_body_temp_path %s/tmp;
-  proxy_temp_path %s/tmp;
-  fastcgi_temp_path %s/tmp;
-  uwsgi_temp_path %s/tmp;
-  scgi_temp_path %s/tmp;
-  lua_package_path "%s/lua/?.lua;;";
-  lua_package_cpath "%s/build/luajit/?.so;;";
   init_by_lua_block {
     redislock = require "redislock"
     CLUSTER_URL = %q
@@ -105,21 +87,18 @@ http {
     location /held { content_by_lua_block { ngx.say(tostring(LOCKS[ngx.var.arg_name]:held())) } }
     location /release { content_by_lua_block { ngx.say(tostring(LOCKS[ngx.var.arg_name]:release())) } }
   }
-}
-]]):format(dir, dir, MODULES, MODULES, dir, dir, dir, dir, dir, ROOT, ROOT,
-    "redis+cluster://" .. table.concat(cluster_seeds, ","),
+]]):format("redis+cluster://" .. table.concat(cluster_seeds, ","),
     "redis+sentinel://" .. table.concat(sentinels, ",") .. "/mymaster", port)
 end
 
 describe("cosocket transport over Cluster and Sentinel (nginx)", function()
-  local cl, rep, sen, nginx, base, dir
+  local cl, rep, sen, nginx, base
 
   local function get(path)
     local body, code = http.request(base .. path)
     assert(body, code)
     if code ~= 200 then
-      local log = helpers.read_file(dir .. "/error.log") or ""
-      error(("%s: HTTP %s\n%s"):format(path, tostring(code), log:sub(-1500)), 2)
+      error(("%s: HTTP %s\n%s"):format(path, tostring(code), nginx:error_log()), 2)
     end
     return (body:gsub("\n$", ""))
   end
@@ -130,17 +109,11 @@ describe("cosocket transport over Cluster and Sentinel (nginx)", function()
     sen = topology.start_sentinels { master = rep.master }
     local seeds = {}
     for i, a in ipairs(sen:addrs()) do seeds[i] = a.host .. ":" .. a.port end
-    dir = helpers.tmpdir()
-    assert(os.execute("mkdir -p " .. helpers.quote(dir .. "/tmp")))
-    local port = helpers.free_port()
-    local f = assert(io.open(dir .. "/nginx.conf", "w"))
-    f:write(conf(dir, port, { cl.seeds[1] }, seeds))
-    f:close()
-    nginx = helpers.spawn("exec nginx -p " .. helpers.quote(dir) .. " -c " .. helpers.quote(dir .. "/nginx.conf")
-      .. " -e " .. helpers.quote(dir .. "/error.log"))
-    base = "http://127.0.0.1:" .. port
-    assert(helpers.wait_until(function() return (http.request(base .. "/held?name=none")) end, 10, 0.05),
-      "nginx did not start: " .. nginx:stderr())
+    nginx = ngx_host.start {
+      http = function(port) return http_lines(port, { cl.seeds[1] }, seeds) end,
+      ready = "/held?name=none",
+    }
+    base = nginx.base
   end)
 
   teardown(function()
