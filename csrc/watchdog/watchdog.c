@@ -1,7 +1,8 @@
 /*
  * watchdog.c: the watchdog's API for the Lua side (see watchdog.h). The
  * thread is in wd_thread.c, the connections in wd_link.c, the renewal
- * policy in wd_sched.c, fork handling in wd_fork.c.
+ * policy in wd_sched.c (what is sent when) and wd_lease.c (what its answer
+ * means), on_event's events in wd_events.c, fork handling in wd_fork.c.
  */
 #define _GNU_SOURCE
 #include "proc_id.h"
@@ -388,6 +389,23 @@ int wd_take_losses(wd *w, uint64_t *ids, int *states, int max) {
     n = wd_losses_take(&w->losses, ids, states, max);
     pthread_mutex_unlock(&w->mu);
     return n;
+}
+
+int wd_events_enable(wd *w) {
+    int rc;
+    pthread_mutex_lock(&w->mu);
+    rc = evq_enable(&w->events);
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+int wd_take_events(wd *w, ev *out, int max) {
+    unsigned n;
+    pthread_mutex_lock(&w->mu);
+    wd_adopt_after_fork(w);
+    n = evq_take(&w->events, out, max > 0 ? (unsigned)max : 0);
+    pthread_mutex_unlock(&w->mu);
+    return (int)n;
 }
 
 int wd_fd(wd *w) {

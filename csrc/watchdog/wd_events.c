@@ -5,7 +5,8 @@
  * touches Lua: it queues plain structs (evq.h) under the watchdog's mutex,
  * and the Lua side takes them inside its own calls (client:events()).
  * Nothing is queued until wd_events_enable: without on_event they cost
- * nothing.
+ * nothing. (wd_events_enable and wd_take_events, the Lua side's calls,
+ * are in watchdog.c with the rest of its API.)
  */
 #include "wd_internal.h"
 
@@ -31,21 +32,4 @@ void wd_note_renewal_failed(wd *w, const wd_entry *e, int64_t now) {
     v->kind = EV_RENEWAL_FAILED;
     v->id = e->id;
     v->ms = e->lease_end - now;
-}
-
-int wd_events_enable(wd *w) {
-    int rc;
-    pthread_mutex_lock(&w->mu);
-    rc = evq_enable(&w->events);
-    pthread_mutex_unlock(&w->mu);
-    return rc;
-}
-
-int wd_take_events(wd *w, ev *out, int max) {
-    unsigned n;
-    pthread_mutex_lock(&w->mu);
-    wd_adopt_after_fork(w);
-    n = evq_take(&w->events, out, max > 0 ? (unsigned)max : 0);
-    pthread_mutex_unlock(&w->mu);
-    return (int)n;
 }

@@ -1,7 +1,9 @@
 /*
  * wd_internal.h: the watchdog's shared state, for its own files only
- * (watchdog.c the API, wd_sched.c what happens to an entry, wd_link.c the
- * connections, wd_thread.c the thread, wd_fork.c fork). No Lua here.
+ * (watchdog.c the API, wd_sched.c the renewals due and their sending,
+ * wd_lease.c what an answer means for a lease, wd_link.c the connections,
+ * wd_thread.c the thread, wd_events.c on_event's events, wd_fork.c fork).
+ * No Lua here.
  *
  * One mutex guards everything below. The thread holds it except while it
  * sleeps in poll(2); every socket is non-blocking, so holding it never waits
@@ -100,17 +102,24 @@ struct wd {
     struct wd *next_wd;     /* the registry of all watchdogs, for fork */
 };
 
-/* wd_sched.c: with w->mu held. */
+/* wd_lease.c: with w->mu held; calls nothing of the links or the
+ * scheduler, which both call it. */
 void wd_mark_lost(wd *w, wd_entry *e, int state);
 void wd_entry_free(wd *w, wd_entry *e);
-void wd_collect(wd *w, int64_t now);
 void wd_renew_all_now(wd *w, int64_t now);
-int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now);
-wd_link *wd_route(wd *w, const wd_entry *e);
 void wd_apply_failure(wd *w, wd_entry *e, int64_t now);
 void wd_outcome(wd *w, wd_entry *e, int outcome, uint32_t round, int64_t sent_at, int64_t ttl_ms,
                 int64_t now);
+void wd_contested(wd *w, wd_entry *e, int64_t now);
 int64_t wd_retry_at(const wd_entry *e, int64_t now);
+/* An entry's lease_end was set lower while it may be in flight: every
+ * link's end_lb comes down to it (under the mutex). */
+void wd_lease_lowered(wd *w, int64_t lease_end);
+
+/* wd_sched.c: with w->mu held. */
+void wd_collect(wd *w, int64_t now);
+int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now);
+wd_link *wd_route(wd *w, const wd_entry *e);
 
 /* wd_link.c: with w->mu held; never blocks. */
 int wd_link_reserve(wd_link *l, uint32_t total);
@@ -128,11 +137,12 @@ int wd_link_open(wd_link *l, int64_t now);
 wd_link *wd_link_find(wd *w, const topo_node *n);
 conn *wd_link_conn(wd *w, const topo_node *n);
 void wd_link_unqueue(wd_link *l, wd_entry *e);
-void wd_link_pump(wd *w, wd_link *l, int64_t now);
+/* What wd_link_pump does with each answer it reads, given with its request
+ * (taken off the queue; one with an entry): wd_apply_reply. 1: the link
+ * must be dropped, which the pump does once the reply is freed. */
+typedef int (*wd_apply_fn)(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now);
+void wd_link_pump(wd *w, wd_link *l, int64_t now, wd_apply_fn apply);
 void wd_link_expire(wd *w, wd_link *l, int64_t now);
-/* An entry's lease_end was set lower while it may be in flight: every
- * link's end_lb comes down to it (under the mutex). */
-void wd_lease_lowered(wd *w, int64_t lease_end);
 void wd_link_drop(wd *w, wd_link *l, int64_t now);
 int64_t wd_link_next_deadline(const wd *w, const wd_link *l);
 short wd_link_events(const wd_link *l);

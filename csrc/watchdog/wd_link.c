@@ -2,7 +2,9 @@
  * wd_link.c: the watchdog's connection to a node, driven by the thread's
  * event loop without ever blocking (see wd_internal.h). Renewals are queued
  * as pipelined requests; their replies come back in order and are matched
- * to the oldest request.
+ * to the oldest request, and each is handed up to the caller's apply
+ * (wd_link_pump: the thread passes wd_apply_reply). A request that gets no
+ * answer is reported down, to wd_outcome (wd_lease.c).
  *
  * Deadlines: each request's lock has its own lease end. When one passes
  * with the renewal unanswered, that lock is reported lost at that moment,
@@ -208,7 +210,7 @@ void wd_link_drop(wd *w, wd_link *l, int64_t now) {
     l->revents = 0;
 }
 
-void wd_link_pump(wd *w, wd_link *l, int64_t now) {
+void wd_link_pump(wd *w, wd_link *l, int64_t now, wd_apply_fn apply) {
     conn *c = l->c;
     short rev = l->revents;
     l->revents = 0;
@@ -262,7 +264,7 @@ void wd_link_pump(wd *w, wd_link *l, int64_t now) {
             if (req.script != NULL) l->loading &= ~script_bit(req.script);
             conn_note_dropped(c, r);
         }
-        drop = req.e && wd_apply_reply(w, l, &req, r, now);
+        drop = req.e && apply(w, l, &req, r, now);
         if (!fast) freeReplyObject(r);
         if (drop) {
             wd_link_drop(w, l, now);
@@ -424,10 +426,4 @@ oom:
     }
     topo_snap_put(w->t, s);
     return -1;
-}
-
-void wd_lease_lowered(wd *w, int64_t lease_end) {
-    int i;
-    for (i = 0; i < w->nlinks; i++)
-        if (lease_end < w->links[i].end_lb) w->links[i].end_lb = lease_end;
 }

@@ -117,7 +117,7 @@ static void *wd_main(void *arg) {
             npfd = w->nlinks + 1;
         }
         wd_collect(w, now);
-        for (i = 0; i < w->nlinks; i++) wd_link_pump(w, &w->links[i], now);
+        for (i = 0; i < w->nlinks; i++) wd_link_pump(w, &w->links[i], now, wd_apply_reply);
         now = monotime_ms();
         for (i = 0; i < w->nlinks; i++) wd_link_expire(w, &w->links[i], now);
         if (w->want_refresh) continue;
