@@ -153,7 +153,7 @@ local function worker_cmd(v, srv, name, counter, start_at)
   end
   return helpers.lua_cmd(v.traced and "bench/traced_worker.lua" or "tools/counter_worker.lua", srv.url, name,
     ITERATIONS, counter, start,
-    HOLD_MS, PAUSE_MS, v.notify, TTL, v.spin or 0)
+    HOLD_MS, PAUSE_MS, v.notify, TTL, v.spin or "default")
 end
 
 local function run_variant(v, nprocs, srv, raw)

@@ -15,7 +15,8 @@
 -- seconds) lines the workers up so they really contend. NOTIFY "0" waits by
 -- polling instead of release notifications, "fair" waits in line (fair =
 -- true). SPIN_MS > 0 is acquire's spin option (poll for the wakeup this
--- long before sleeping). Exits non-zero on any failure.
+-- long before sleeping); 0 or none: no spin; "default": the library's
+-- default (adaptive). Exits non-zero on any failure.
 local redislock = require "redislock"
 local core = require "redislock.core"
 
@@ -31,7 +32,7 @@ local pause = (tonumber(arg[7]) or 0) / 1000
 local notify = arg[8] ~= "0"
 local fair = arg[8] == "fair"
 local ttl = tonumber(arg[9]) or 10
-local spin = (tonumber(arg[10]) or 0) / 1000
+local spin = arg[10] ~= "default" and (tonumber(arg[10]) or 0) / 1000 or nil
 
 local client = assert(redislock.connect { url = url })
 local raw = assert(core.connect(require("redislock.url").parse(url)))
