@@ -22,8 +22,8 @@
 #                   store is PostgreSQL, docs/fencing-postgres.md's SQL)
 #   make bench      benchmarks against raw hiredis baselines (bench/README.md):
 #                   handoff, cycle, renew, watchdog CPU, callgrind, Redlock
-#                   latency (the watchdog CPU run holds each lock count 30 s, as
-#                   issue 14 asks; BENCH_SHORT=1: 6 s)
+#                   latency (the watchdog CPU run holds each lock count 30 s;
+#                   BENCH_SHORT=1: 6 s)
 #   make bench-plot PNGs of handoff latency and watchdog cost into bench/plots/
 #   make fuzz       libFuzzer on the C core for FUZZ_SECONDS (30)
 #   make ci-deps    install every Debian package CI's targets need, at once

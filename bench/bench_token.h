@@ -1,6 +1,6 @@
 /* bench_token.h: the owner tokens of the C baselines (spin_poll.c,
  * cycle_raw.c): 16 random bytes from the kernel as 32 hex digits, made
- * exactly as redislock's own (csrc/token.c: one getrandom, a table lookup
+ * exactly as redislock's own (csrc/base/token.c: one getrandom, a table lookup
  * per nibble), so that a baseline does the same work for its token.
  * 0, or -1 when getrandom fails. */
 #ifndef BENCH_TOKEN_H

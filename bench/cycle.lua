@@ -3,7 +3,7 @@ bench/cycle.lua -- one uncontended lock cycle (acquire, then release), for
 redislock and its peers, against raw hiredis, in one run.
 
 run from the repo root, after `make` (needs ./redislock/core.so):
-  lua5.4 bench/cycle.lua [ITERATIONS] [ROUNDS]   (make bench runs it too)
+  lua5.4 bench/cycle.lua [ITERATIONS] [VARIANT...]   (make bench runs it too)
 
 Starts a throwaway redis-server (spec/helpers.lua) and runs, one after the
 other, each variant as its own process doing ITERATIONS (default 5000)

@@ -4,7 +4,7 @@
  * can do, with the same per-cycle work as redislock inside the timer:
  *
  *   1. a fresh 128-bit token from getrandom(), as 32 hex digits (redislock
- *      draws one per acquire, csrc/token.c);
+ *      draws one per acquire, csrc/base/token.c);
  *   2. SET key token NX PX 10000 (one round trip);
  *   3. release by compare-and-delete: EVALSHA of a script loaded once with
  *      SCRIPT LOAD before the loop (one round trip), as redislock sends its

@@ -66,7 +66,7 @@ attempts + GET + SET + EVAL per hold) and prints both.
 After the table, "where the time goes" (diagnostics, not part of the table):
 each step of a handoff timed alone in this process with no contention (round
 trips, acquire and release with and without the watchdog, a BLPOP wakeup
-across processes), then the notify variant run once more for 2 and 4
+across processes), then the notify and fair-spin variants run once more for 2 and 4
 processes through bench/traced_worker.lua, which time-stamps the inside of
 acquire and release, so that every handoff to a woken waiter is cut into:
 releaser's unwatch, release script -> waiter's BLPOP returning, the waiter's

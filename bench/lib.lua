@@ -20,23 +20,6 @@ local M = {}
 function M.printf(fmt, ...) io.stdout:write(fmt:format(...)) io.stdout:flush() end
 
 -- Nearest-rank percentile of a sorted list; nil when empty.
---- The median of each figure over rounds of one variant's results (the
--- tables bench/cycle.lua's run returns): the first failure or skip as is.
-function M.median_result(list)
-  for _, r in ipairs(list) do
-    if r.skipped or r.error then return r end
-  end
-  local out = { name = list[1].name, rounds = #list }
-  for _, k in ipairs({ "p50", "p99", "rate", "rt", "srv_us" }) do
-    local xs = {}
-    for i, r in ipairs(list) do xs[i] = r[k] end
-    table.sort(xs)
-    local n = #xs
-    out[k] = n % 2 == 1 and xs[(n + 1) / 2] or (xs[n / 2] + xs[n / 2 + 1]) / 2
-  end
-  return out
-end
-
 function M.percentile(sorted, p)
   local n = #sorted
   if n == 0 then return nil end
