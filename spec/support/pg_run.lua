@@ -108,19 +108,24 @@ function M.run(o)
           -- still there once stopped: the pause is inside the section
           local again, count2 = reading(p, case)
           if again == line and count2 == count then
+            -- Reads of the same item or transfer by the others so far (a
+            -- read of another id proves nothing).
+            local id = line:match("^read (%S+)")
+            local function reads(q) return select(2, ("\n" .. q:stdout()):gsub("\nread " .. id .. " ", "")) end
+            local before = {}
+            for i, q in ipairs(procs) do before[i] = reads(q) end
             helpers.sleep(pause)
-            -- and until another worker has read under a newer grant: only
+            -- and until another worker has read it under a newer grant: only
             -- then must the paused holder's write be refused (on a loaded
             -- machine the others may not have taken the name within the
             -- pause, and a write nobody overtook is rightly accepted)
-            local before = {}
-            for i, q in ipairs(procs) do before[i] = select(2, q:stdout():gsub("\nread ", "")) end
-            helpers.wait_until(function()
+            local overtaken = helpers.wait_until(function()
               for i, q in ipairs(procs) do
-                if q ~= p and select(2, q:stdout():gsub("\nread ", "")) > before[i] then return true end
+                if q ~= p and reads(q) > before[i] then return true end
               end
             end, 10, 0.01)
-            landed = landed + 1
+            -- a pause nobody overtook is not one whose write must be refused
+            if overtaken then landed = landed + 1 end
             next_at = helpers.monotime() + (o.gap or 0.5)
           end
           p:kill("CONT")
