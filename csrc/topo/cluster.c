@@ -84,7 +84,7 @@ bad:
 }
 
 /* Asks node n for its view of the cluster. */
-static topo_snap *cluster_ask(topo *t, topo_node *n, int may_resolve, int64_t deadline,
+static topo_snap *cluster_ask(const topo_src *src, topo_node *n, int may_resolve, int64_t deadline,
                               char *err, size_t errlen) {
     const char *argv[2] = {"CLUSTER", "SLOTS"};
     size_t lens[2] = {7, 5};
@@ -92,7 +92,7 @@ static topo_snap *cluster_ask(topo *t, topo_node *n, int may_resolve, int64_t de
     conn *c;
     redisReply *r;
     topo_snap *s = NULL;
-    cfg = t->cfg;
+    cfg = *src->cfg;
     cfg.db = 0;
     c = topo_node_conn(n, &cfg, may_resolve, deadline, CLUSTER_TRY_MS, err, errlen);
     if (c == NULL) return NULL;
@@ -109,26 +109,25 @@ static topo_snap *cluster_ask(topo *t, topo_node *n, int may_resolve, int64_t de
     return s;
 }
 
-int cluster_load(topo *t, int may_resolve, int64_t deadline, topo_snap **out,
+int cluster_load(const topo_src *src, const topo_snap *cur, int may_resolve, int64_t deadline, topo_snap **out,
                  char *err, size_t errlen, const char **kind) {
-    topo_snap *cur = topo_snap_get(t), *s = NULL;
+    topo_snap *s = NULL;
     int i, tried = 0;
     char last[CONN_ERRSTR_LEN] = "no node given";
     /* the nodes we know first, then the seeds */
     for (i = 0; !s && cur && i < cur->nnodes && !deadline_passed(deadline); i++, tried++) {
         topo_node n = cur->nodes[i];   /* a shallow copy: cur is held */
-        s = cluster_ask(t, &n, may_resolve, deadline, last, sizeof last);
+        s = cluster_ask(src, &n, may_resolve, deadline, last, sizeof last);
     }
-    topo_snap_put(t, cur);
-    for (i = 0; !s && i < t->nseeds && !deadline_passed(deadline); i++, tried++) {
+    for (i = 0; !s && i < src->nseeds && !deadline_passed(deadline); i++, tried++) {
         topo_node n;
-        pthread_mutex_lock(&t->mu);
-        n = t->seeds[i];
-        pthread_mutex_unlock(&t->mu);
-        s = cluster_ask(t, &n, may_resolve, deadline, last, sizeof last);
-        pthread_mutex_lock(&t->mu);
-        if (t->seeds[i].addrs.n == 0) t->seeds[i].addrs = n.addrs;   /* resolved now */
-        pthread_mutex_unlock(&t->mu);
+        pthread_mutex_lock(src->mu);
+        n = src->seeds[i];
+        pthread_mutex_unlock(src->mu);
+        s = cluster_ask(src, &n, may_resolve, deadline, last, sizeof last);
+        pthread_mutex_lock(src->mu);
+        if (src->seeds[i].addrs.n == 0) src->seeds[i].addrs = n.addrs;   /* resolved now */
+        pthread_mutex_unlock(src->mu);
     }
     if (s == NULL) {
         snprintf(err, errlen, "cluster unreachable (asked %d node%s; last: %.140s)", tried,

@@ -12,10 +12,12 @@
 #include <stdint.h>
 #include <hiredis.h>
 
-#include "topo.h"
+#include "topo_node.h"
 
-/* Loads the slot map into a snapshot before deadline. 0, or -1 with err. */
-int cluster_load(topo *t, int may_resolve, int64_t deadline, topo_snap **out,
+/* Loads the slot map into a snapshot before deadline, asking first the
+ * nodes of cur (the topology's current snapshot, held by the caller; NULL:
+ * none yet), then src's seeds. 0, or -1 with err. */
+int cluster_load(const topo_src *src, const topo_snap *cur, int may_resolve, int64_t deadline, topo_snap **out,
                  char *err, size_t errlen, const char **kind);
 
 /* A CLUSTER SLOTS reply (asked of `asked`, whose host stands in for an

@@ -24,8 +24,8 @@ typedef struct sentinel_view {
 } sentinel_view;
 
 /* How long one exchange with a sentinel or the master may take. */
-static long sentinel_try_ms(const topo *t) {
-    long ms = t->cfg.connect_timeout_ms;
+static long sentinel_try_ms(const topo_src *src) {
+    long ms = src->cfg->connect_timeout_ms;
     return ms > 0 && ms < SENTINEL_TRY_MS ? ms : SENTINEL_TRY_MS;
 }
 
@@ -90,7 +90,7 @@ static conn *sentinel_conn(topo_node *n, const char *user, const char *pass, tls
 }
 
 /* ROLE on the named master: 1 master, 0 something else, -1 unreachable. */
-static int sentinel_confirm(const topo *t, sentinel_pool *pool, topo_node *master, int may_resolve,
+static int sentinel_confirm(const topo_src *src, sentinel_pool *pool, topo_node *master, int may_resolve,
                             int64_t deadline, char *err, size_t errlen) {
     const char *argv[1] = {"ROLE"};
     size_t lens[1] = {4};
@@ -109,8 +109,8 @@ static int sentinel_confirm(const topo *t, sentinel_pool *pool, topo_node *maste
         }
         if (pool) slot = &pool->role;
     }
-    c = sentinel_conn(master, t->cfg.username, t->cfg.password, t->cfg.tls, may_resolve, deadline,
-                      sentinel_try_ms(t), slot,
+    c = sentinel_conn(master, src->cfg->username, src->cfg->password, src->cfg->tls, may_resolve, deadline,
+                      sentinel_try_ms(src), slot,
                       err, errlen);
     if (c == NULL) return -1;
     r = conn_command(c, 1, argv, lens);
@@ -178,14 +178,14 @@ enum { ASK_UNREACHABLE = -1, ASK_VIEW = 0, ASK_UNKNOWN = 1, ASK_ERROR = 2 };
 /* Asks sentinel s what it knows of the master: ASK_VIEW with *v, ASK_UNKNOWN
  * (it knows no master by that name), ASK_ERROR (an error reply, in err) or
  * ASK_UNREACHABLE (err). */
-static int sentinel_ask(const topo *t, topo_node *s, int may_resolve, int64_t deadline, conn **slot,
+static int sentinel_ask(const topo_src *src, topo_node *s, int may_resolve, int64_t deadline, conn **slot,
                         sentinel_view *v, char *err, size_t errlen) {
-    const char *argv[3] = {"SENTINEL", "MASTER", t->master};
-    size_t lens[3] = {8, 6, strlen(t->master)};
+    const char *argv[3] = {"SENTINEL", "MASTER", src->master};
+    size_t lens[3] = {8, 6, strlen(src->master)};
     redisReply *r;
     int rc;
-    conn *c = sentinel_conn(s, t->sentinel_user, t->sentinel_pass, t->sentinel_tls, may_resolve, deadline,
-                            sentinel_try_ms(t), slot, err, errlen);
+    conn *c = sentinel_conn(s, src->sentinel_user, src->sentinel_pass, src->sentinel_tls, may_resolve, deadline,
+                            sentinel_try_ms(src), slot, err, errlen);
     if (c == NULL) return ASK_UNREACHABLE;
     memset(v, 0, sizeof *v);
     v->epoch = -1;
@@ -227,32 +227,30 @@ static void sentinel_oom(char *err, size_t errlen, const char **kind) {
     *kind = "memory";
 }
 
-int sentinel_pass(topo *t, sentinel_pool *pool, int may_resolve, int64_t deadline, topo_snap **out,
+int sentinel_pass(const topo_src *src, sentinel_pool *pool, int may_resolve, int64_t deadline, topo_snap **out,
                   char *err, size_t errlen, const char **kind) {
     sentinel_view best, v;
     char last[CONN_ERRSTR_LEN] = "no sentinel given";
     char where[160];
     int i, n, answered = 0, unknown = 0, views = 0, failover = 0, conflict = 0, have = 0, confirmed;
     topo_snap *snap;
-    pthread_mutex_lock(&t->mu);
-    n = t->nseeds;
-    pthread_mutex_unlock(&t->mu);
+    n = src->nseeds;   /* (read under the mutex, by whoever filled in src) */
     memset(&best, 0, sizeof best);
     for (i = 0; i < n && !deadline_passed(deadline); i++) {
         topo_node s;
         int rc;
-        /* A shallow copy: the seeds live as long as t and are never moved
-         * (the order is the user's); only their addresses are filled in,
-         * under the mutex, by whoever resolves them first. */
-        pthread_mutex_lock(&t->mu);
-        s = t->seeds[i];
-        pthread_mutex_unlock(&t->mu);
-        rc = sentinel_ask(t, &s, may_resolve, deadline, pool && i < pool->n ? &pool->seeds[i] : NULL, &v,
+        /* A shallow copy: the seeds live as long as the topology and are
+         * never moved (the order is the user's); only their addresses are
+         * filled in, under the mutex, by whoever resolves them first. */
+        pthread_mutex_lock(src->mu);
+        s = src->seeds[i];
+        pthread_mutex_unlock(src->mu);
+        rc = sentinel_ask(src, &s, may_resolve, deadline, pool && i < pool->n ? &pool->seeds[i] : NULL, &v,
                           last, sizeof last);
         if (s.addrs.n > 0) {
-            pthread_mutex_lock(&t->mu);
-            if (t->seeds[i].addrs.n == 0) t->seeds[i].addrs = s.addrs;
-            pthread_mutex_unlock(&t->mu);
+            pthread_mutex_lock(src->mu);
+            if (src->seeds[i].addrs.n == 0) src->seeds[i].addrs = s.addrs;
+            pthread_mutex_unlock(src->mu);
         }
         if (rc == ASK_UNREACHABLE) continue;
         answered++;
@@ -274,7 +272,7 @@ int sentinel_pass(topo *t, sentinel_pool *pool, int may_resolve, int64_t deadlin
         return SENTINEL_FAIL;
     }
     if (!have && unknown == answered) {
-        snprintf(err, errlen, "master name unknown: %.80s (the sentinels answered, none knows it)", t->master);
+        snprintf(err, errlen, "master name unknown: %.80s (the sentinels answered, none knows it)", src->master);
         *kind = "redis";
         return SENTINEL_FAIL;
     }
@@ -290,7 +288,7 @@ int sentinel_pass(topo *t, sentinel_pool *pool, int may_resolve, int64_t deadlin
     }
     if (failover || conflict) {
         snprintf(err, errlen, "%s: %.80s", failover ? "failover in progress" : "sentinels disagree on master",
-                 t->master);
+                 src->master);
         return SENTINEL_DOUBT;
     }
     snap = topo_snap_new(1, 0);
@@ -301,7 +299,7 @@ int sentinel_pass(topo *t, sentinel_pool *pool, int may_resolve, int64_t deadlin
     }
     snap->nodes[0].port = best.port;
     snap->config_epoch = best.epoch;
-    confirmed = sentinel_confirm(t, pool, &snap->nodes[0], may_resolve, deadline, last, sizeof last);
+    confirmed = sentinel_confirm(src, pool, &snap->nodes[0], may_resolve, deadline, last, sizeof last);
     if (confirmed == 1) {
         *out = snap;
         return SENTINEL_OK;
@@ -320,11 +318,11 @@ static void sentinel_sleep_ms(long ms) {
     nanosleep(&ts, NULL);
 }
 
-int sentinel_load(topo *t, int may_resolve, int64_t deadline, topo_snap **out,
+int sentinel_load(const topo_src *src, int may_resolve, int64_t deadline, topo_snap **out,
                   char *err, size_t errlen, const char **kind) {
     for (;;) {
         long left;
-        int v = sentinel_pass(t, NULL, may_resolve, deadline, out, err, errlen, kind);
+        int v = sentinel_pass(src, NULL, may_resolve, deadline, out, err, errlen, kind);
         if (v == SENTINEL_OK) return 0;
         if (v == SENTINEL_FAIL) return -1;
         left = (long)((deadline - monotime_us()) / 1000);

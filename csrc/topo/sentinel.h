@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "topo.h"
+#include "topo_node.h"
 
 enum sentinel_verdict {
     SENTINEL_OK = 0,     /* *out is the confirmed master */
@@ -45,16 +45,16 @@ typedef struct sentinel_pool sentinel_pool;
 sentinel_pool *sentinel_pool_new(int nseeds);
 void sentinel_pool_free(sentinel_pool *p);
 
-/* One pass over the sentinels (each asked within at most the connect
+/* One pass over src's sentinels (each asked within at most the connect
  * timeout, all before deadline), on pool's connections (NULL: new ones,
  * closed after): a verdict, with err and *kind when not OK. */
-int sentinel_pass(topo *t, sentinel_pool *pool, int may_resolve, int64_t deadline, topo_snap **out,
+int sentinel_pass(const topo_src *src, sentinel_pool *pool, int may_resolve, int64_t deadline, topo_snap **out,
                   char *err, size_t errlen, const char **kind);
 
 /* Passes until one confirms a master or deadline: 0 with *out, or -1 with
  * err ("no sentinel reachable: ...", "master name unknown: ...", "failover
  * in progress: ...", "master not confirmed: ...") and *kind. */
-int sentinel_load(topo *t, int may_resolve, int64_t deadline, topo_snap **out,
+int sentinel_load(const topo_src *src, int may_resolve, int64_t deadline, topo_snap **out,
                   char *err, size_t errlen, const char **kind);
 
 #endif

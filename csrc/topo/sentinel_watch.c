@@ -31,7 +31,8 @@ static const char *sw_channels[] = {
 #define SW_NCHANNELS ((int)(sizeof sw_channels / sizeof *sw_channels) - 1)
 
 struct sentinel_watch {
-    topo *t;                /* not a reference: t stops us before it goes */
+    topo_src src;           /* borrowed: the topology stops us before it goes */
+    sentinel_watch_owner owner;
     pthread_t thread;
     pid_t pid;              /* the process the thread runs in */
     int wake_fd;            /* eventfd: a kick, or the stop */
@@ -44,7 +45,7 @@ struct sentinel_watch {
 
 /* Subscribes to the failover events on seed i, within SW_SUB_TRY_MS. */
 static void sw_subscribe_one(sentinel_watch *sw, int i, int64_t now) {
-    topo *t = sw->t;
+    const topo_src *src = &sw->src;
     topo_node s;
     conn_config cfg;
     conn *c = sw->subs[i];
@@ -53,16 +54,16 @@ static void sw_subscribe_one(sentinel_watch *sw, int i, int64_t now) {
     int k;
     sw->retry_at[i] = now + SW_RESUBSCRIBE_MS;
     if (c == NULL) {
-        pthread_mutex_lock(&t->mu);
-        s = t->seeds[i];   /* shallow: seeds live as long as t */
-        pthread_mutex_unlock(&t->mu);
+        pthread_mutex_lock(src->mu);
+        s = src->seeds[i];   /* shallow: seeds live as long as the topology */
+        pthread_mutex_unlock(src->mu);
         if (s.addrs.n == 0) return;   /* not resolved yet (the thread may not) */
         memset(&cfg, 0, sizeof cfg);
         cfg.host = s.host;
         cfg.port = s.port;
-        cfg.username = t->sentinel_user;
-        cfg.password = t->sentinel_pass;
-        cfg.tls = t->sentinel_tls;
+        cfg.username = (char *)src->sentinel_user;
+        cfg.password = (char *)src->sentinel_pass;
+        cfg.tls = src->sentinel_tls;
         cfg.connect_timeout_ms = SW_SUB_TRY_MS;
         cfg.timeout_ms = SW_SUB_TRY_MS;
         c = conn_new(&cfg);
@@ -110,11 +111,11 @@ static int sw_drain(conn *c) {
 
 static void *sw_main(void *arg) {
     sentinel_watch *sw = arg;
-    topo *t = sw->t;
+    const sentinel_watch_owner *o = &sw->owner;
     struct pollfd *pfd = calloc((size_t)sw->nsubs + 1, sizeof *pfd);
     int *which = calloc((size_t)sw->nsubs + 1, sizeof *which);
     int64_t next = monotime_ms() + SW_INTERVAL_MS;
-    int ask = topo_epoch(t) == 0 || !topo_confirmed(t);   /* (nginx: nothing loaded yet) */
+    int ask = o->epoch(o->ud) == 0 || !o->confirmed(o->ud);   /* (nginx: nothing loaded yet) */
     if (pfd == NULL || which == NULL) {
         free(pfd);
         free(which);
@@ -130,9 +131,9 @@ static void *sw_main(void *arg) {
             }
         if (ask || now >= next) {
             ask = 0;
-            topo_recheck(t, sw->pool);
+            o->recheck(o->ud, sw->pool);
             now = monotime_ms();
-            next = now + (topo_confirmed(t) ? SW_INTERVAL_MS : SW_DOUBT_MS);
+            next = now + (o->confirmed(o->ud) ? SW_INTERVAL_MS : SW_DOUBT_MS);
         }
         pfd[n].fd = sw->wake_fd;
         pfd[n].events = POLLIN;
@@ -171,13 +172,14 @@ static void sw_free(sentinel_watch *sw) {
     free(sw);
 }
 
-sentinel_watch *sentinel_watch_start(topo *t) {
+sentinel_watch *sentinel_watch_start(const topo_src *src, const sentinel_watch_owner *owner) {
     sentinel_watch *sw = calloc(1, sizeof *sw);
     sigset_t all, old;
     int rc;
     if (sw == NULL) return NULL;
-    sw->t = t;
-    sw->nsubs = t->nseeds;
+    sw->src = *src;
+    sw->owner = *owner;
+    sw->nsubs = src->nseeds;
     sw->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     sw->subs = calloc((size_t)(sw->nsubs > 0 ? sw->nsubs : 1), sizeof *sw->subs);
     sw->retry_at = calloc((size_t)(sw->nsubs > 0 ? sw->nsubs : 1), sizeof *sw->retry_at);

@@ -12,12 +12,15 @@
  *   - asks them once a second anyway (a missed message, a sentinel that was
  *     down), and every 100 ms while in doubt;
  *   - is asked at once (sentinel_watch_kick) when anyone casts a doubt.
- * Each ask is one sentinel_pass (sentinel.h): a confirmed master is
- * published (the watchdog and the routers follow it), a doubt marks the
- * topology so that nobody writes until it is lifted (topo.h).
+ * Each ask is one sentinel_pass (sentinel.h), made by the topology when
+ * the thread asks it to (sentinel_watch_owner's recheck): a confirmed
+ * master is published (the watchdog and the routers follow it), a doubt
+ * marks the topology so that nobody writes until it is lifted (topo.h).
  *
  * The thread is the topology's, started on first use (topo_follow), holds
  * no reference to it, and is stopped and joined when the topology is freed.
+ * It knows of it only what it is handed at start: the sentinels and how to
+ * reach them (topo_src, topo_node.h), and its owner's callbacks.
  * Created with every signal masked; it blocks only in its own sockets and
  * poll(2), never holding the topology's mutex while it waits. After fork
  * the child has no such thread: the next use starts one (its inherited
@@ -26,14 +29,31 @@
 #ifndef REDISLOCK_SENTINEL_WATCH_H
 #define REDISLOCK_SENTINEL_WATCH_H
 
-#include "topo.h"
+#include <stdint.h>
+
+#include "sentinel.h"
+#include "topo_node.h"
 
 typedef struct sentinel_watch sentinel_watch;
 
-/* Starts following t (t's mutex held by the caller). NULL when the thread
- * or its eventfd cannot be made: the topology then learns of a failover
- * only from its connections' errors, as before. */
-sentinel_watch *sentinel_watch_start(topo *t);
+/* What the thread asks of the topology that owns it (topo.c): each called
+ * with ud, in the thread, without the topology's mutex. */
+typedef struct sentinel_watch_owner {
+    void *ud;
+    /* One pass over the sentinels on the thread's pool of connections:
+     * publishes a confirmed master, or casts a doubt. */
+    void (*recheck)(void *ud, sentinel_pool *pool);
+    /* Whether the master is confirmed (topo_confirmed). */
+    int (*confirmed)(void *ud);
+    /* The current snapshot's epoch, 0 before the first (topo_epoch). */
+    uint64_t (*epoch)(void *ud);
+} sentinel_watch_owner;
+
+/* Starts following the sentinels of src, for owner (src and owner are
+ * copied; the topology's mutex, src->mu, held by the caller). NULL when
+ * the thread or its eventfd cannot be made: the topology then learns of a
+ * failover only from its connections' errors, as before. */
+sentinel_watch *sentinel_watch_start(const topo_src *src, const sentinel_watch_owner *owner);
 /* Whether sw's thread runs in this process (not a fork child's copy). */
 int sentinel_watch_ours(const sentinel_watch *sw);
 /* Asks the sentinels now, not at the next second. Never blocks. */

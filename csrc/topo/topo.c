@@ -1,6 +1,9 @@
 /*
- * topo.c: topology snapshots and their publication (see topo.h). Loading a
- * topology is in sentinel.c (Sentinel) and cluster.c (Cluster).
+ * topo.c: topology snapshots and their publication (see topo.h). The nodes
+ * and snapshots themselves are topo_node.c's; loading a topology is in
+ * sentinel.c (Sentinel) and cluster.c (Cluster), following the sentinels
+ * in sentinel_watch.c: all of them below this file, told what they need
+ * of the topology (topo_src, sentinel_watch_owner).
  */
 #define _GNU_SOURCE
 #include "topo.h"
@@ -11,39 +14,11 @@
 
 #include "cluster.h"
 #include "deadline.h"
-#include "resolve.h"
 #include "sentinel.h"
 #include "sentinel_watch.h"
 #include "slot.h"
 
 /* ---- nodes ----------------------------------------------------------------- */
-
-void topo_node_clear(topo_node *n) {
-    free(n->host);
-    free(n->path);
-    free(n->username);
-    if (n->password) {
-        explicit_bzero(n->password, strlen(n->password));
-        free(n->password);
-    }
-    tls_ctx_release(n->tls);
-    memset(n, 0, sizeof *n);
-}
-
-int topo_node_dup(topo_node *dst, const topo_node *src) {
-    *dst = *src;
-    dst->host = src->host ? strdup(src->host) : NULL;
-    dst->path = src->path ? strdup(src->path) : NULL;
-    dst->username = src->username ? strdup(src->username) : NULL;
-    dst->password = src->password ? strdup(src->password) : NULL;
-    tls_ctx_retain(dst->tls);
-    if ((src->host && !dst->host) || (src->path && !dst->path) ||
-        (src->username && !dst->username) || (src->password && !dst->password)) {
-        topo_node_clear(dst);
-        return -1;
-    }
-    return 0;
-}
 
 void topo_node_config(const topo *t, const topo_node *n, conn_config *out) {
     *out = t->cfg;
@@ -68,116 +43,7 @@ int topo_add_seed(topo *t, const topo_node *n) {
     return 0;
 }
 
-int topo_node_same(const topo_node *a, const topo_node *b) {
-    if ((a->path == NULL) != (b->path == NULL)) return 0;
-    if (a->path) return strcmp(a->path, b->path) == 0;
-    return a->port == b->port && a->host && b->host && strcmp(a->host, b->host) == 0;
-}
-
-int topo_node_parse(const char *s, size_t len, topo_node *out) {
-    const char *colon = NULL, *host = s;
-    size_t hlen, i;
-    long port = 0;
-    memset(out, 0, sizeof *out);
-    for (i = 0; i < len; i++)
-        if (s[i] == ':') colon = s + i;
-    if (colon == NULL || colon == s || colon + 1 == s + len) return -1;
-    hlen = (size_t)(colon - s);
-    if (hlen >= 2 && s[0] == '[' && s[hlen - 1] == ']') {
-        host = s + 1;
-        hlen -= 2;
-    }
-    for (i = 1; colon + i < s + len; i++) {
-        char ch = colon[i];
-        if (ch < '0' || ch > '9' || port > 65535) return -1;
-        port = port * 10 + (ch - '0');
-    }
-    if (port < 1 || port > 65535 || hlen == 0 || memchr(host, '\0', hlen)) return -1;
-    out->host = strndup(host, hlen);
-    if (out->host == NULL) return -1;
-    out->port = (int)port;
-    return 0;
-}
-
-void topo_node_describe(const topo_node *n, char *buf, size_t len) {
-    if (n->path)
-        snprintf(buf, len, "%s", n->path);
-    else if (n->host && strchr(n->host, ':'))
-        snprintf(buf, len, "[%s]:%d", n->host, n->port);
-    else
-        snprintf(buf, len, "%s:%d", n->host ? n->host : "?", n->port);
-}
-
-int topo_node_resolve(topo_node *n, int may_resolve, int64_t deadline, char *err, size_t errlen) {
-    char where[160];
-    if (n->addrs.n > 0) return 0;
-    if (n->path) {
-        if (sock_unix(n->path, &n->addrs) == 0) return 0;
-        snprintf(err, errlen, "bad unix socket path");
-        return -1;
-    }
-    if (sock_numeric(n->host, n->port, &n->addrs)) return 0;
-    if (!may_resolve) {
-        topo_node_describe(n, where, sizeof where);
-        snprintf(err, errlen, "%.100s is a name this thread may not resolve", where);
-        return -1;
-    }
-    return resolve_host(n->host, n->port, deadline, &n->addrs, err, errlen);
-}
-
-conn *topo_node_conn(topo_node *n, const conn_config *base, int may_resolve, int64_t deadline, long max_ms,
-                     char *err, size_t errlen) {
-    conn_config cfg;
-    conn *c;
-    long left_ms = (long)((deadline - monotime_us()) / 1000);
-    if (left_ms > max_ms) left_ms = max_ms;
-    if (left_ms < 1) left_ms = 1;
-    if (topo_node_resolve(n, may_resolve, deadline, err, errlen) != 0) return NULL;
-    cfg = *base;
-    cfg.host = n->host;
-    cfg.port = n->port;
-    cfg.path = NULL;
-    cfg.connect_timeout_ms = left_ms;
-    cfg.timeout_ms = left_ms;
-    c = conn_new(&cfg);
-    if (c == NULL) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    c->may_resolve = 0;
-    conn_set_addrs(c, &n->addrs);
-    return c;
-}
-
 /* ---- snapshots ---------------------------------------------------------------- */
-
-topo_snap *topo_snap_new(int nnodes, int with_slots) {
-    topo_snap *s = calloc(1, sizeof *s);
-    if (s == NULL) return NULL;
-    s->nodes = calloc((size_t)(nnodes > 0 ? nnodes : 1), sizeof *s->nodes);
-    if (with_slots) s->slot_node = malloc(SLOT_COUNT * sizeof *s->slot_node);
-    if (s->nodes == NULL || (with_slots && s->slot_node == NULL)) {
-        free(s->nodes);
-        free(s->slot_node);
-        free(s);
-        return NULL;
-    }
-    if (with_slots) {
-        int i;
-        for (i = 0; i < SLOT_COUNT; i++) s->slot_node[i] = TOPO_NO_NODE;
-    }
-    s->nnodes = nnodes;
-    return s;
-}
-
-void topo_snap_free(topo_snap *s) {
-    int i;
-    if (s == NULL) return;
-    for (i = 0; i < s->nnodes; i++) topo_node_clear(&s->nodes[i]);
-    free(s->nodes);
-    free(s->slot_node);
-    free(s);
-}
 
 /* Same nodes (in order) and, for a cluster, the same slot map. */
 static int topo_snap_same(const topo_snap *a, const topo_snap *b) {
@@ -309,39 +175,37 @@ void topo_set_listener(topo *t, void (*fn)(void *), void *arg) {
     pthread_mutex_unlock(&t->mu);
 }
 
-void topo_follow(topo *t) {
-    sentinel_watch *sw, *old = NULL;
-    if (t->mode != TOPO_SENTINEL) return;
-    sw = __atomic_load_n(&t->watch, __ATOMIC_ACQUIRE);
-    if (sw && sentinel_watch_ours(sw)) return;   /* (every request asks) */
-    pthread_mutex_lock(&t->mu);
-    if (t->watch && !sentinel_watch_ours(t->watch)) {
-        old = t->watch;     /* a fork child's copy: that thread is not here */
-        __atomic_store_n(&t->watch, NULL, __ATOMIC_RELEASE);
-    }
-    if (t->watch == NULL)   /* NULL again when it cannot start: errors still tell */
-        __atomic_store_n(&t->watch, sentinel_watch_start(t), __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&t->mu);
-    if (old) sentinel_watch_abandon(old);
+/* What the loads and the follower thread read of t (topo_node.h), with
+ * t->mu held. */
+static void topo_src_of(topo *t, topo_src *src) {
+    src->mu = &t->mu;
+    src->cfg = &t->cfg;
+    src->seeds = t->seeds;
+    src->nseeds = t->nseeds;
+    src->master = t->master;
+    src->sentinel_user = t->sentinel_user;
+    src->sentinel_pass = t->sentinel_pass;
+    src->sentinel_tls = t->sentinel_tls;
 }
 
-int topo_following(const topo *t) {
-    sentinel_watch *sw = __atomic_load_n(&t->watch, __ATOMIC_ACQUIRE);
-    return sw != NULL && sentinel_watch_ours(sw);
-}
-
-void topo_recheck(topo *t, struct sentinel_pool *pool) {
+/* One pass over the sentinels, as the follower thread makes it every
+ * second (on its pool of connections, sentinel.h): publishes a confirmed
+ * master, or casts a doubt. The thread's recheck (sentinel_watch.h). */
+static void topo_recheck(void *ud, sentinel_pool *pool) {
+    topo *t = ud;
     char err[CONN_ERRSTR_LEN];
     const char *kind;
     topo_snap *s = NULL;
+    topo_src src;
     uint64_t gen, seq;
     int v;
     pthread_mutex_lock(&t->mu);
     gen = t->doubts;
     seq = ++t->loads;
+    topo_src_of(t, &src);
     pthread_mutex_unlock(&t->mu);
     /* (this thread may resolve the sentinels' names: it blocks no one) */
-    v = sentinel_pass(t, pool, 1, deadline_in_ms(t->cfg.connect_timeout_ms > 0 ? t->cfg.connect_timeout_ms : 1000),
+    v = sentinel_pass(&src, pool, 1, deadline_in_ms(t->cfg.connect_timeout_ms > 0 ? t->cfg.connect_timeout_ms : 1000),
                       &s, err, sizeof err, &kind);
     if (v == SENTINEL_OK) {
         s->load_seq = seq;
@@ -353,11 +217,42 @@ void topo_recheck(topo *t, struct sentinel_pool *pool) {
      * own failures cast doubt where there is reason to */
 }
 
-int topo_node_of(const topo_snap *s, const char *key, size_t len) {
-    uint16_t n;
-    if (s->slot_node == NULL) return 0;
-    n = s->slot_node[slot_of(key, len)];
-    return n == TOPO_NO_NODE ? -1 : n;
+/* The rest of what the follower thread asks of t (sentinel_watch.h). */
+static int topo_watch_confirmed(void *ud) {
+    return topo_confirmed(ud);
+}
+
+static uint64_t topo_watch_epoch(void *ud) {
+    return topo_epoch(ud);
+}
+
+void topo_follow(topo *t) {
+    sentinel_watch *sw, *old = NULL;
+    if (t->mode != TOPO_SENTINEL) return;
+    sw = __atomic_load_n(&t->watch, __ATOMIC_ACQUIRE);
+    if (sw && sentinel_watch_ours(sw)) return;   /* (every request asks) */
+    pthread_mutex_lock(&t->mu);
+    if (t->watch && !sentinel_watch_ours(t->watch)) {
+        old = t->watch;     /* a fork child's copy: that thread is not here */
+        __atomic_store_n(&t->watch, NULL, __ATOMIC_RELEASE);
+    }
+    if (t->watch == NULL) { /* NULL again when it cannot start: errors still tell */
+        topo_src src;
+        sentinel_watch_owner owner;
+        topo_src_of(t, &src);
+        owner.ud = t;
+        owner.recheck = topo_recheck;
+        owner.confirmed = topo_watch_confirmed;
+        owner.epoch = topo_watch_epoch;
+        __atomic_store_n(&t->watch, sentinel_watch_start(&src, &owner), __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (old) sentinel_watch_abandon(old);
+}
+
+int topo_following(const topo *t) {
+    sentinel_watch *sw = __atomic_load_n(&t->watch, __ATOMIC_ACQUIRE);
+    return sw != NULL && sentinel_watch_ours(sw);
 }
 
 /* ---- the object ------------------------------------------------------------------ */
@@ -492,7 +387,8 @@ static int topo_load_redlock(topo *t, int may_resolve, int64_t deadline, char *e
 
 int topo_refresh(topo *t, uint64_t seen, int may_resolve, int64_t deadline,
                  char *err, size_t errlen, const char **kind) {
-    topo_snap *s = NULL;
+    topo_snap *s = NULL, *cur;
+    topo_src src;
     uint64_t gen, seq;
     int rc;
     /* someone else just did it (Sentinel: and the master is confirmed) */
@@ -502,13 +398,16 @@ int topo_refresh(topo *t, uint64_t seen, int may_resolve, int64_t deadline,
         pthread_mutex_lock(&t->mu);
         gen = t->doubts;
         seq = ++t->loads;
+        topo_src_of(t, &src);
         pthread_mutex_unlock(&t->mu);
         switch (t->mode) {
         case TOPO_SENTINEL:
-            rc = sentinel_load(t, may_resolve, deadline, &s, err, errlen, kind);
+            rc = sentinel_load(&src, may_resolve, deadline, &s, err, errlen, kind);
             break;
         case TOPO_CLUSTER:
-            rc = cluster_load(t, may_resolve, deadline, &s, err, errlen, kind);
+            cur = topo_snap_get(t);   /* (its nodes are asked first) */
+            rc = cluster_load(&src, cur, may_resolve, deadline, &s, err, errlen, kind);
+            topo_snap_put(t, cur);
             break;
         case TOPO_REDLOCK:
             return topo_load_redlock(t, may_resolve, deadline, err, errlen, kind);

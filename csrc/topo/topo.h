@@ -17,6 +17,9 @@
  *   cluster   the slot map from CLUSTER SLOTS (cluster.c)
  *   redlock   independent masters, each with its own address and
  *             credentials, every key on all of them (a quorum decides)
+ *
+ * The nodes and snapshots themselves, and what the loads read of the
+ * topology, are topo_node.h's.
  */
 #ifndef REDISLOCK_TOPO_H
 #define REDISLOCK_TOPO_H
@@ -25,36 +28,9 @@
 #include <stdint.h>
 
 #include "conn.h"
-#include "sock.h"
+#include "topo_node.h"
 
 enum topo_mode { TOPO_SINGLE = 0, TOPO_SENTINEL, TOPO_CLUSTER, TOPO_REDLOCK };
-
-#define TOPO_NO_NODE 0xffff
-#define TOPO_MAX_NODES 1024
-
-typedef struct topo_node {
-    char *host;             /* TCP host, or NULL for a unix socket */
-    int port;
-    char *path;             /* unix socket, or NULL */
-    sock_addrs addrs;       /* resolved (n == 0: not yet) */
-    int own_auth;           /* redlock: username, password, db and tls
-                               below are this node's, not the topology's */
-    char *username, *password;
-    int db;
-    tls_ctx *tls;           /* (own_auth) its TLS settings, or NULL: plain */
-} topo_node;
-
-typedef struct topo_snap {
-    uint64_t epoch;
-    int refs;               /* under the topology's mutex */
-    int nnodes;
-    topo_node *nodes;
-    uint16_t *slot_node;    /* cluster: node index per slot, TOPO_NO_NODE if
-                               unassigned; NULL otherwise (node 0) */
-    long long config_epoch; /* sentinel: the config-epoch the master was named
-                               with (-1: unknown); 0 otherwise */
-    uint64_t load_seq;      /* sentinel: which load found it (topo's loads) */
-} topo_snap;
 
 typedef struct topo {
     pthread_mutex_t mu;
@@ -126,35 +102,9 @@ void topo_doubt(topo *t, uint64_t epoch);
 void topo_follow(topo *t);
 /* Whether a follower thread runs for t in this process. */
 int topo_following(const topo *t);
-/* One pass over the sentinels, as the follower thread makes it every
- * second (on its pool of connections, sentinel.h): publishes a confirmed
- * master, or casts a doubt. */
-struct sentinel_pool;
-void topo_recheck(topo *t, struct sentinel_pool *pool);
 /* fn(arg) is called (under the topology's mutex: it must only wake a
  * thread) after every change of snapshot or of confirmation. fn NULL: none. */
 void topo_set_listener(topo *t, void (*fn)(void *), void *arg);
-
-/* The node of a key in snapshot s: an index, or -1 when its slot has no
- * node (a cluster still being set up). */
-int topo_node_of(const topo_snap *s, const char *key, size_t len);
-
-/* Resolves a node's address if not done (may block until deadline). */
-int topo_node_resolve(topo_node *n, int may_resolve, int64_t deadline, char *err, size_t errlen);
-
-/* A blocking conn to TCP node n with base's settings (its host, port and
- * path replaced by n's), budgeted to end by deadline and by max_ms from
- * now; n resolved first (as may_resolve allows), the conn never resolving
- * again. NULL with err. For the loads' short exchanges (sentinel.c,
- * cluster.c). */
-conn *topo_node_conn(topo_node *n, const conn_config *base, int may_resolve, int64_t deadline, long max_ms,
-                     char *err, size_t errlen);
-
-/* "host:port" / path of a node, for messages. */
-void topo_node_describe(const topo_node *n, char *buf, size_t len);
-
-/* A deep copy of a node (addresses and credentials included). 0, or -1. */
-int topo_node_dup(topo_node *dst, const topo_node *src);
 
 /* Redlock: adds a master (deep-copied) to the topology's fixed list. */
 int topo_add_seed(topo *t, const topo_node *n);
@@ -163,15 +113,6 @@ int topo_add_seed(topo *t, const topo_node *n);
  * the topology's; database 0 in a cluster. Strings are borrowed. */
 void topo_node_config(const topo *t, const topo_node *n, conn_config *out);
 
-/* Parses "host:port", "[v6]:port" or "v6:port" (the last colon) into a
- * node. 0, or -1. */
-int topo_node_parse(const char *s, size_t len, topo_node *out);
-void topo_node_clear(topo_node *n);
-int topo_node_same(const topo_node *a, const topo_node *b);
-
-/* Snapshots, for sentinel.c and cluster.c: a new one with n nodes. */
-topo_snap *topo_snap_new(int nnodes, int with_slots);
-void topo_snap_free(topo_snap *s);
 /* Publishes s as the current snapshot (takes ownership). */
 void topo_publish(topo *t, topo_snap *s);
 
