@@ -11,7 +11,7 @@
 #   make install    into $(DESTDIR)$(PREFIX) (LUA_LMOD / LUA_CMOD)
 #   make sanitize   specs on an ASan+UBSan build of the core
 #   make valgrind   specs under memcheck
-#   make helgrind   watchdog specs under helgrind
+#   make helgrind   watchdog and Sentinel specs under helgrind
 #   make rock       luarocks make into a temp tree, then require it from there
 #   make testnotls  the specs of a build without TLS (make TLS=no's core)
 #   make test51     core specs on Lua 5.1 (LuaJIT/OpenResty's language)
@@ -237,12 +237,14 @@ valgrind: test-deps
 	@REDISLOCK_VALGRIND=1 JOBS="$(or $(JOBS),1)" LUA="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --child-silent-after-fork=yes \
 	 --suppressions=tools/valgrind.supp $(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(SPECS)
 
-# The watchdog thread under helgrind: data races and lock-order errors. The
-# 10,000-lock spec (#heavy) is left out: it takes minutes under helgrind.
+# The watchdog thread and the Sentinel follower thread under helgrind: data
+# races and lock-order errors. The 10,000-lock spec (#heavy) is left out: it
+# takes minutes under helgrind.
 helgrind: test-deps
 	@$(MAKE) --no-print-directory all
 	@REDISLOCK_VALGRIND=1 LUA="valgrind -q --tool=helgrind --error-exitcode=98 --child-silent-after-fork=yes \
-	 --suppressions=tools/helgrind.supp $(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh --exclude-tags=heavy spec/06-watchdog_spec.lua
+	 --suppressions=tools/helgrind.supp $(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh --exclude-tags=heavy \
+	 spec/06-watchdog_spec.lua spec/19-sentinel_spec.lua
 
 # The Jepsen-style torture run: workers, nemeses, checker, report.
 # A short one is part of `make test` (spec/11-torture_spec.lua).
