@@ -13,6 +13,8 @@ foreground, pid, error log and temp files in a temp dir of its own
                               -- function(base) ... end: up once it returns true
   }
   http.request(n.base .. "/path")     -- n.dir, n.port, n.base, n.proc (helpers.spawn's), n.pid
+  n:get("/path")                      -- the body of a 200 answer, its last newline cut;
+                                      -- any other status raises with the error log's tail
   n:error_log()                       -- the error log's tail (n:error_log(true): all of it)
   n:stop()                            -- in teardown; safe to call twice
 
@@ -84,6 +86,17 @@ Nginx.__index = Nginx
 function Nginx:error_log(all)
   local log = helpers.read_file(self.dir .. "/error.log") or ""
   return all and log or log:sub(-TAIL_CHARS)
+end
+
+--- GET path: the body of a 200 answer without its last newline; raises
+-- (at the caller's line) with the status and the error log's tail otherwise.
+function Nginx:get(path)
+  local body, code = http.request(self.base .. path)
+  assert(body, code)
+  if code ~= 200 then
+    error(("%s: HTTP %s\n%s"):format(path, tostring(code), self:error_log()), 2)
+  end
+  return (body:gsub("\n$", ""))
 end
 
 --- Stops nginx (TERM to its pid's group, KILL after 2 s: helpers' Proc:stop).

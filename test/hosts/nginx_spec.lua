@@ -107,15 +107,6 @@ end
 describe("inside nginx (LuaJIT)", function()
   local srv, nginx, base, admin
 
-  local function get(path)
-    local body, code = http.request(base .. path)
-    assert(body, code)
-    if code ~= 200 then
-      error(("%s: HTTP %s\n%s"):format(path, tostring(code), nginx:error_log()), 2)
-    end
-    return (body:gsub("\n$", ""))
-  end
-
   setup(function()
     srv = helpers.start_redis()
     admin = assert(core.connect { host = "127.0.0.1", port = srv.port })
@@ -133,13 +124,13 @@ describe("inside nginx (LuaJIT)", function()
   end)
 
   it("runs in nginx's LuaJIT, loaded by the master and forked into the worker", function()
-    local info = get("/info")
+    local info = nginx:get("/info")
     assert.matches("^LuaJIT 2%.1", info)
     assert.are_not.equal(tostring(nginx.pid), info:match("(%d+)$"))
   end)
 
   it("the worker's watchdog keeps a 0.5 s lease for 4x its ttl, and the fence has every digit", function()
-    local fence = get("/acquire?name=ngx&ttl=0.5"):match("^fence (%d+)$")
+    local fence = nginx:get("/acquire?name=ngx&ttl=0.5"):match("^fence (%d+)$")
     assert.truthy(fence)
     assert.equal(fence, admin:command("GET", "{ngx}:fence"))
     local t0 = helpers.monotime()
@@ -147,17 +138,17 @@ describe("inside nginx (LuaJIT)", function()
       assert.is_true(admin:command("PTTL", "{ngx}") > 0, "the key expired inside the worker's hold")
       helpers.sleep(0.05)
     end
-    assert.equal("true", get("/held?name=ngx"))
-    assert.equal("true", get("/release?name=ngx"))
+    assert.equal("true", nginx:get("/held?name=ngx"))
+    assert.equal("true", nginx:get("/release?name=ngx"))
     assert.equal(0, admin:command("EXISTS", "{ngx}"))
-    assert.equal("false", get("/held?name=ngx"))
+    assert.equal("false", nginx:get("/held?name=ngx"))
   end)
 
   describe("with transport = 'cosocket'", function()
     it("takes, renews (native watchdog) and releases, with exact fences and NOSCRIPT handled", function()
       admin:command("CONFIG", "RESETSTAT")
       admin:command("SCRIPT", "FLUSH")
-      local fence = get("/c/acquire?name=co&ttl=0.5"):match("^fence (%d+)$")
+      local fence = nginx:get("/c/acquire?name=co&ttl=0.5"):match("^fence (%d+)$")
       assert.truthy(fence)
       -- NOSCRIPT, then SCRIPT LOAD + EVAL in one pipeline (before the
       -- watchdog's first renewal, due a third of the ttl later)
@@ -167,10 +158,11 @@ describe("inside nginx (LuaJIT)", function()
       assert.equal(fence, admin:command("GET", "{co}:fence"))
       helpers.sleep(1.5)
       assert.is_true(admin:command("PTTL", "{co}") > 0)
-      assert.equal("true", get("/held?name=co"))
-      assert.equal("version 1", get("/c/fenced_set?res=r&value=v&fence=" .. fence))
-      assert.equal("failed stale", get("/c/fenced_set?res=r&value=old&fence=" .. string.format("%.0f", fence - 1)))
-      assert.equal("true", get("/release?name=co"))
+      assert.equal("true", nginx:get("/held?name=co"))
+      assert.equal("version 1", nginx:get("/c/fenced_set?res=r&value=v&fence=" .. fence))
+      assert.equal("failed stale",
+        nginx:get("/c/fenced_set?res=r&value=old&fence=" .. string.format("%.0f", fence - 1)))
+      assert.equal("true", nginx:get("/release?name=co"))
       assert.equal(0, admin:command("EXISTS", "{co}"))
     end)
 
@@ -188,14 +180,14 @@ describe("inside nginx (LuaJIT)", function()
           end, 5, 0.01), "the waiter never blocked")
           -- one worker, and it still answers at once
           local t0 = helpers.monotime()
-          assert.matches("^LuaJIT", get("/info"))
+          assert.matches("^LuaJIT", nginx:get("/info"))
           assert.is_true(helpers.monotime() - t0 < 0.5, "the worker was blocked")
           local released = helpers.monotime()
           assert.is_true(held:release())
           assert.equal(0, waiter:wait(10))
           assert.matches("^fence %d+", waiter:stdout())
           assert.is_true(helpers.monotime() - released < 1)
-          assert.equal("true", get("/release?name=" .. name))
+          assert.equal("true", nginx:get("/release?name=" .. name))
           me:close()
         end)
     end
@@ -206,7 +198,7 @@ describe("inside nginx (LuaJIT)", function()
       local name = "co-retake"
       local held = assert(me:acquire(name, { ttl = 10 }))
       -- the worker's wait transport is made by a first, plain wait
-      assert.equal("failed timeout", get("/c/acquire?name=" .. name .. "&ttl=5&wait=0.05"))
+      assert.equal("failed timeout", nginx:get("/c/acquire?name=" .. name .. "&ttl=5&wait=0.05"))
       for _ = 1, 4 do
         local waiter = helpers.spawn("exec curl -s " .. helpers.quote(base .. "/c/acquire?name=" .. name ..
           "&ttl=5&wait=5"))
@@ -221,7 +213,7 @@ describe("inside nginx (LuaJIT)", function()
         assert.equal("busy", kind)
         assert.equal(0, waiter:wait(10))
         assert.matches("^fence %d+", waiter:stdout())
-        assert.equal("true", get("/release?name=" .. name))
+        assert.equal("true", nginx:get("/release?name=" .. name))
         held = assert(me:acquire(name, { ttl = 10 }))
       end
       assert.is_true(held:release())
@@ -229,10 +221,10 @@ describe("inside nginx (LuaJIT)", function()
     end)
 
     it("keeps a pool of its own: a connection other code left on another db is never used", function()
-      for _ = 1, 3 do assert.equal("ok", get("/c/pollute")) end
-      assert.matches("^fence", get("/c/acquire?name=pool&ttl=5"))
+      for _ = 1, 3 do assert.equal("ok", nginx:get("/c/pollute")) end
+      assert.matches("^fence", nginx:get("/c/acquire?name=pool&ttl=5"))
       assert.equal(1, admin:command("EXISTS", "{pool}"))
-      assert.equal("true", get("/release?name=pool"))
+      assert.equal("true", nginx:get("/release?name=pool"))
       assert.equal(0, admin:command("EXISTS", "{pool}"))
     end)
 
@@ -244,12 +236,12 @@ describe("inside nginx (LuaJIT)", function()
       local url = "unix://:s3cret@" .. other.path .. "?db=2"
       local function esc(x) return (x:gsub("[^%w]", function(ch) return ("%%%02X"):format(ch:byte()) end)) end
       assert(watch:command("SET", "{sock}", "someone"))  -- held in db 2: must be busy
-      assert.equal("failed busy", get("/c/acquire_url?name=sock&url=" .. esc(url)))
+      assert.equal("failed busy", nginx:get("/c/acquire_url?name=sock&url=" .. esc(url)))
       assert(watch:command("DEL", "{sock}"))
-      assert.equal("true", get("/c/acquire_url?name=sock&url=" .. esc(url)))
+      assert.equal("true", nginx:get("/c/acquire_url?name=sock&url=" .. esc(url)))
       assert.equal("1", watch:command("GET", "{sock}:fence"):sub(1, 1))
       -- a wrong password fails closed, and no message shows it
-      local reply = get("/c/acquire_url?name=sock&url=" .. esc("unix://:wrong-pw@" .. other.path))
+      local reply = nginx:get("/c/acquire_url?name=sock&url=" .. esc("unix://:wrong-pw@" .. other.path))
       assert.matches("^failed redis error: ", reply)
       assert.is_nil(reply:find("wrong-pw", 1, true))
       watch:close()
@@ -257,23 +249,23 @@ describe("inside nginx (LuaJIT)", function()
     end)
 
     it("reports connection failures as the native transport does", function()
-      local reply = get("/c/connect?url=" .. "redis://127.0.0.1:" .. helpers.free_port())
+      local reply = nginx:get("/c/connect?url=" .. "redis://127.0.0.1:" .. helpers.free_port())
       assert.matches("^failed connection failed: .*%(127%.0%.0%.1:%d+%)$", reply)
     end)
   end)
 
   it("a worker killed while holding loses the name at its ttl; the next worker takes it", function()
-    assert.matches("^fence", get("/acquire?name=crash&ttl=1"))
-    local worker = tonumber(get("/info"):match("(%d+)$"))
+    assert.matches("^fence", nginx:get("/acquire?name=crash&ttl=1"))
+    local worker = tonumber(nginx:get("/info"):match("(%d+)$"))
     helpers.kill(worker, "KILL")
     local killed = helpers.monotime()
     -- the master forks a new worker; it waits (blocking the worker) for the name
-    local reply = get("/acquire?name=crash&ttl=5&wait=5")
+    local reply = nginx:get("/acquire?name=crash&ttl=5&wait=5")
     local waited = helpers.monotime() - killed
     assert.matches("^fence", reply)
-    assert.are_not.equal(worker, tonumber(get("/info"):match("(%d+)$")))
+    assert.are_not.equal(worker, tonumber(nginx:get("/info"):match("(%d+)$")))
     assert.is_true(waited < 1 + 0.3, string.format("took %.2f s", waited))
-    assert.equal("true", get("/release?name=crash"))
+    assert.equal("true", nginx:get("/release?name=crash"))
   end)
 end)
 

@@ -86,15 +86,6 @@ end
 describe("inside nginx over TLS (cosockets)", function()
   local pki, srv, mtls, other, nginx, base, admin
 
-  local function get(path)
-    local body, code = http.request(base .. path)
-    assert(body, code)
-    if code ~= 200 then
-      error(("%s: HTTP %s\n%s"):format(path, tostring(code), nginx:error_log()), 2)
-    end
-    return (body:gsub("\n$", ""))
-  end
-
   local function esc(x) return (x:gsub("[^%w]", function(ch) return ("%%%02X"):format(ch:byte()) end)) end
 
   setup(function()
@@ -121,7 +112,7 @@ describe("inside nginx over TLS (cosockets)", function()
   end)
 
   it("takes, renews (the native watchdog, over TLS too) and releases", function()
-    local fence = get("/acquire?name=tls&ttl=0.5"):match("^fence (%d+)$")
+    local fence = nginx:get("/acquire?name=tls&ttl=0.5"):match("^fence (%d+)$")
     assert.truthy(fence)
     assert.equal(fence, admin:command("GET", "{tls}:fence"))
     local t0 = helpers.monotime()
@@ -129,8 +120,8 @@ describe("inside nginx over TLS (cosockets)", function()
       assert.is_true(admin:command("PTTL", "{tls}") > 0, "the key expired inside the worker's hold")
       helpers.sleep(0.05)
     end
-    assert.equal("true", get("/held?name=tls"))
-    assert.equal("true", get("/release?name=tls"))
+    assert.equal("true", nginx:get("/held?name=tls"))
+    assert.equal("true", nginx:get("/release?name=tls"))
     assert.equal(0, admin:command("EXISTS", "{tls}"))
   end)
 
@@ -146,15 +137,15 @@ describe("inside nginx over TLS (cosockets)", function()
     assert.is_true(held:release())
     assert.equal(0, waiter:wait(10))
     assert.matches("^fence %d+", waiter:stdout())
-    assert.equal("true", get("/release?name=tls-wait"))
+    assert.equal("true", nginx:get("/release?name=tls-wait"))
     me:close()
   end)
 
   it("mutual TLS: refused without a client certificate, accepted with one", function()
-    local reply = get("/mtls")
+    local reply = nginx:get("/mtls")
     assert.matches("^failed connection", reply)
     assert.is_nil(reply:find(PASSWORD, 1, true))
-    assert.equal("true true", get("/mtls?cert=1"))
+    assert.equal("true true", nginx:get("/mtls?cert=1"))
   end)
 
   it("refuses another CA's certificate and another name, saying which", function()
@@ -166,12 +157,12 @@ describe("inside nginx over TLS (cosockets)", function()
       assert.matches("^failed connection failed: tls: the server's certificate " .. why, r)
     end
     for _ = 1, 5 do
-      refused(get("/connect?name=localhost&url=" .. esc(url)), "is from an unknown CA")
+      refused(nginx:get("/connect?name=localhost&url=" .. esc(url)), "is from an unknown CA")
     end
     url = "rediss://:" .. PASSWORD .. "@127.0.0.1:" .. srv.port
     for _ = 1, 5 do
-      refused(get("/connect?name=other-name.test&url=" .. esc(url)), "is not for other%-name%.test")
+      refused(nginx:get("/connect?name=other-name.test&url=" .. esc(url)), "is not for other%-name%.test")
     end
-    assert.equal("ok", get("/connect?name=localhost&url=" .. esc(url)))
+    assert.equal("ok", nginx:get("/connect?name=localhost&url=" .. esc(url)))
   end)
 end)

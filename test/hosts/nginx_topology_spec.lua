@@ -94,15 +94,6 @@ end
 describe("cosocket transport over Cluster and Sentinel (nginx)", function()
   local cl, rep, sen, nginx, base
 
-  local function get(path)
-    local body, code = http.request(base .. path)
-    assert(body, code)
-    if code ~= 200 then
-      error(("%s: HTTP %s\n%s"):format(path, tostring(code), nginx:error_log()), 2)
-    end
-    return (body:gsub("\n$", ""))
-  end
-
   setup(function()
     cl = topology.start_cluster { masters = 3, replicas = 0 }
     rep = topology.start_replicated { replicas = 1 }
@@ -127,7 +118,7 @@ describe("cosocket transport over Cluster and Sentinel (nginx)", function()
     local per_node = {}
     for i = 1, 30 do
       local name = "co-cl:" .. i
-      local token = get("/acquire?mode=cluster&ttl=0.6&name=" .. name):match("^ok (%x+)$")
+      local token = nginx:get("/acquire?mode=cluster&ttl=0.6&name=" .. name):match("^ok (%x+)$")
       assert(token, name)
       local node = cl:node_for_key("{" .. name .. "}")
       assert.equal(token, (node:cli_raw("GET", "{" .. name .. "}")))
@@ -138,13 +129,13 @@ describe("cosocket transport over Cluster and Sentinel (nginx)", function()
     assert.equal(3, n)
     helpers.sleep(1.2)   -- twice the ttl: only the watchdog keeps them
     for i = 1, 30 do
-      assert.equal("true", get("/held?name=co-cl:" .. i))
-      assert.equal("true", get("/release?name=co-cl:" .. i))
+      assert.equal("true", nginx:get("/held?name=co-cl:" .. i))
+      assert.equal("true", nginx:get("/release?name=co-cl:" .. i))
     end
   end)
 
   it("Cluster: read-write locks, semaphores and reentrant locks over cosockets", function()
-    local function share(q) return get("/share?" .. q) end
+    local function share(q) return nginx:get("/share?" .. q) end
     assert.equal("ok", share("op=read&name=rw&key=r1&ttl=0.6"))
     assert.equal("ok", share("op=read&name=rw&key=r2&ttl=0.6"))
     assert.equal("failed timeout", share("op=write&name=rw&key=w&wait=0.3"))
@@ -155,7 +146,7 @@ describe("cosocket transport over Cluster and Sentinel (nginx)", function()
     assert.equal("ok", share("op=enter&name=re&key=e2&ttl=0.6"))
     helpers.sleep(1.3)   -- twice the ttl: only the watchdog keeps them
     for _, k in ipairs { "r1", "r2", "p1", "p2", "e1", "e2" } do
-      assert.equal("true", get("/held?name=" .. k), k)
+      assert.equal("true", nginx:get("/held?name=" .. k), k)
     end
     -- a writer waiting in one request is woken by releases in others
     local waiter = helpers.spawn("exec curl -s --max-time 10 " .. helpers.quote(base
@@ -167,14 +158,14 @@ describe("cosocket transport over Cluster and Sentinel (nginx)", function()
       end
     end, 10), "the writer did not block: " .. waiter:stdout())
     local t0 = helpers.monotime()
-    assert.equal("true", get("/release?name=r1"))
-    assert.equal("true", get("/release?name=r2"))
+    assert.equal("true", nginx:get("/release?name=r1"))
+    assert.equal("true", nginx:get("/release?name=r2"))
     assert.equal(0, waiter:wait(10))
     assert.equal("ok\n", waiter:stdout())
     assert(helpers.monotime() - t0 < 0.5, "the writer woke late")
     waiter:stop()
     for _, k in ipairs { "w", "p1", "p2", "e2", "e1" } do
-      assert.equal("true", get("/release?name=" .. k), k)
+      assert.equal("true", nginx:get("/release?name=" .. k), k)
     end
   end)
 
@@ -182,8 +173,8 @@ describe("cosocket transport over Cluster and Sentinel (nginx)", function()
     -- as in spec/18-cluster_spec.lua: the name's fence counter on the old
     -- node, its lock key nowhere, the slot half-way to another master
     local name = "co-cl-moving"
-    assert.matches("^ok", get("/acquire?mode=cluster&ttl=5&name=" .. name))
-    assert.equal("true", get("/release?name=" .. name))
+    assert.matches("^ok", nginx:get("/acquire?mode=cluster&ttl=5&name=" .. name))
+    assert.equal("true", nginx:get("/release?name=" .. name))
     local slot = core.slot("{" .. name .. "}")
     local from = cl:node_for_slot(slot)
     local to
@@ -194,7 +185,7 @@ describe("cosocket transport over Cluster and Sentinel (nginx)", function()
     local ok, err = pcall(function()
       for _, wait in ipairs { 0, 0.2, 1 } do
         local t0 = helpers.monotime()
-        local reply = get("/acquire?mode=cluster&ttl=5&wait=" .. wait .. "&name=" .. name)
+        local reply = nginx:get("/acquire?mode=cluster&ttl=5&wait=" .. wait .. "&name=" .. name)
         local took = helpers.monotime() - t0
         assert.matches("^failed redis error: TRYAGAIN", reply)
         assert(took < wait + 0.5, ("wait = %s took %.2f s"):format(wait, took))
@@ -203,26 +194,26 @@ describe("cosocket transport over Cluster and Sentinel (nginx)", function()
     end)
     migration:finish()
     assert(ok, err)
-    assert.matches("^ok", get("/acquire?mode=cluster&ttl=5&wait=1&name=" .. name))
-    assert.equal("true", get("/release?name=" .. name))
+    assert.matches("^ok", nginx:get("/acquire?mode=cluster&ttl=5&wait=1&name=" .. name))
+    assert.equal("true", nginx:get("/release?name=" .. name))
   end)
 
   it("Sentinel: the master found through the sentinels, and again after kill -9", function()
-    assert.matches("^ok", get("/acquire?mode=sentinel&ttl=5&name=co-sen"))
-    assert.equal("true", get("/release?name=co-sen"))
+    assert.matches("^ok", nginx:get("/acquire?mode=sentinel&ttl=5&name=co-sen"))
+    assert.equal("true", nginx:get("/release?name=co-sen"))
     local old = rep.master
     old:kill("KILL")
     assert(sen:wait_master_change(old, 20), "no failover")
     local _, port = sen:master_addr()
     local reply
     assert(helpers.wait_until(function()
-      reply = get("/acquire?mode=sentinel&ttl=5&name=co-sen2")
+      reply = nginx:get("/acquire?mode=sentinel&ttl=5&name=co-sen2")
       return reply:find("^ok")
     end, 10, 0.2), reply)
     local token = reply:match("^ok (%x+)$")
     assert.equal(token, (rep.replicas[1]:cli_raw("GET", "{co-sen2}")))
     assert.equal(port, rep.replicas[1].port)
-    assert.equal("true", get("/release?name=co-sen2"))
+    assert.equal("true", nginx:get("/release?name=co-sen2"))
   end)
 
   -- Issue 22 (spec/29-sentinel_failover_spec.lua, scenario 1) through the
@@ -249,7 +240,7 @@ describe("cosocket transport over Cluster and Sentinel (nginx)", function()
     for i, a in ipairs(fsen:addrs()) do ports[i] = a.port end
     local acquire = "/fo/acquire?ttl=" .. TTL .. "&ports=" .. table.concat(ports, ",") .. "&name="
     local name = "co-fo"
-    local reply = get(acquire .. name)
+    local reply = nginx:get(acquire .. name)
     local t_acq = helpers.monotime()
     local token, key = reply:match("^ok (%x+) (%S+)$")
     assert(token, reply)
@@ -263,7 +254,7 @@ describe("cosocket transport over Cluster and Sentinel (nginx)", function()
     local samples = {}
     local function sample()
       local t = helpers.monotime()
-      samples[#samples + 1] = { t, get("/held?name=" .. name) == "true" }
+      samples[#samples + 1] = { t, nginx:get("/held?name=" .. name) == "true" }
     end
     -- the fault 2 s after the grant, before the first renewal (as spec 29)
     local fault_at = math.max(t_acq + 2, helpers.monotime() + 0.5)
@@ -274,7 +265,7 @@ describe("cosocket transport over Cluster and Sentinel (nginx)", function()
     local w = failover.run_fault { kind = "failover", sen = fsen, old = old, new = new, name = name, key = key,
       token = token, ttl = TTL, sample = sample,
       grant = function(second)
-        local r = get(acquire .. second)
+        local r = nginx:get(acquire .. second)
         local t, v, k = helpers.monotime(), r:match("^ok (%x+) (%S+)$")
         if v then return { t = t, key = k, token = v } end
         return { fail = r }
@@ -284,8 +275,8 @@ describe("cosocket transport over Cluster and Sentinel (nginx)", function()
     for _, r in ipairs(rivals) do r:kill("TERM") end
     for _, r in ipairs(rivals) do r:wait(5) end
     local held_at_end = samples[#samples][2]
-    local released = get("/release?name=" .. name)
-    if w.grant.key then get("/release?name=" .. name .. ":after") end
+    local released = nginx:get("/release?name=" .. name)
+    if w.grant.key then nginx:get("/release?name=" .. name .. ":after") end
     local r = failover.summary { label = "nginx, cosocket transport: SENTINEL FAILOVER", w = w, t_acquired = t_acq,
       samples = samples, rivals = rivals, token = token, kept_value = kept_value, held_at_end = held_at_end }
     print("\n" .. r.line)
