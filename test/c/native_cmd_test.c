@@ -19,24 +19,12 @@
 #include <hiredis.h>
 
 #include "check.h"
+#include "parse_reply.h"
 #include "conn.h"
 #include "native_cmd.h"
 #include "native_detect.h"
 #include "script.h"
 #include "slot.h"
-
-/* One reply parsed from RESP bytes by hiredis' reader (the caller frees). */
-static redisReply *parse(const char *bytes, size_t len) {
-    redisReader *rd = redisReaderCreate();
-    void *rep = NULL;
-    if (rd == NULL || redisReaderFeed(rd, bytes, len) != REDIS_OK ||
-        redisReaderGetReply(rd, &rep) != REDIS_OK || rep == NULL) {
-        fprintf(stderr, "cannot parse test reply %.*s\n", (int)len, bytes);
-        exit(2);
-    }
-    redisReaderFree(rd);
-    return rep;
-}
 
 #define PARSE(lit) parse((lit), sizeof(lit) - 1)
 

@@ -28,6 +28,7 @@
 #include <hiredis.h>
 
 #include "check.h"
+#include "parse_reply.h"
 #include "conn.h"
 #include "recovery.h"
 #include "script.h"
@@ -41,19 +42,6 @@
 #define E RECOVERY_EVAL
 
 static const char *const mode_names[4] = {"single", "sentinel", "cluster", "redlock"};
-
-/* One reply parsed from RESP bytes by hiredis' reader (the caller frees). */
-static redisReply *parse(const char *bytes, size_t len) {
-    redisReader *rd = redisReaderCreate();
-    void *rep = NULL;
-    if (rd == NULL || redisReaderFeed(rd, bytes, len) != REDIS_OK ||
-        redisReaderGetReply(rd, &rep) != REDIS_OK || rep == NULL) {
-        fprintf(stderr, "cannot parse test reply %.*s\n", (int)len, bytes);
-        exit(2);
-    }
-    redisReaderFree(rd);
-    return rep;
-}
 
 /* An error reply, in each mode: its class, todo per mode, and target. */
 static const struct {
