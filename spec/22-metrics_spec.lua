@@ -562,10 +562,7 @@ describe("metrics over a cluster", function()
     local l = assert(c:acquire("topo-metrics", { ttl = 5 }))
     local slot = core.slot(l._keys.lock)
     local from = cl:node_for_slot(slot)
-    local to
-    for _, m in ipairs(cl:masters()) do
-      if m ~= from then to = m break end
-    end
+    local to = cl:other_master(from)
     local before = c:stats().topology_changes
     cl:migrate_slot(slot, from, to)
     -- the next command there meets MOVED and reloads the map

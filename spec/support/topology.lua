@@ -428,6 +428,14 @@ function Cluster:masters(via)
   return list
 end
 
+--- A live master other than `node` (the first in slot order): where a
+-- slot of `node`'s can be moved.
+function Cluster:other_master(node, via)
+  for _, m in ipairs(self:masters(via)) do
+    if m ~= node then return m end
+  end
+end
+
 function Cluster:replicas(master, via)
   local list = {}
   for _, n in ipairs(self:view(via)) do
@@ -592,7 +600,7 @@ end
 --                           CLUSTER SLOTS, replication = true for replicas)
 --   timeout = 20            seconds to wait for the cluster to be ok
 -- Returns { nodes = {srv...} (each with .id, .bus_port), by_port, by_id,
--- seeds = {"127.0.0.1:port"...}, password } with :masters(),
+-- seeds = {"127.0.0.1:port"...}, password } with :masters(), :other_master(node),
 -- :replicas(master), :node_for_slot(slot), :node_for_key(key),
 -- :key_on(node, prefix), :view(via), :ok(), :wait_ok(t),
 -- :migrate_slot(slot, from, to, opts), :failover(replica, opts), :stop().

@@ -177,10 +177,7 @@ describe("cosocket transport over Cluster and Sentinel (nginx)", function()
     assert.equal("true", nginx:get("/release?name=" .. name))
     local slot = core.slot("{" .. name .. "}")
     local from = cl:node_for_slot(slot)
-    local to
-    for _, m in ipairs(cl:masters()) do
-      if m ~= from then to = m break end
-    end
+    local to = cl:other_master(from)
     local migration = cl:migrate_slot(slot, from, to, { stop_after = "migrating" })
     local ok, err = pcall(function()
       for _, wait in ipairs { 0, 0.2, 1 } do
