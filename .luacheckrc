@@ -10,7 +10,7 @@ files["lua/redislock.lua"] = { read_globals = { "ngx" } }
 -- (tools/gen_scripts.lua), so read here as globals; `make lint` checks the
 -- spliced scripts (build/scripts/) as Redis gets them, too.
 files["lua/redislock/scripts/"] = {
-  std = "lua51", read_globals = { "redis", "KEYS", "ARGV", "next_fence", "record_holder", "holder_of" },
+  std = "lua51", read_globals = { "redis", "KEYS", "ARGV", "next_fence", "record_holder", "holder_of", "shares_of" },
 }
 files["lua/redislock/scripts/lib/"] = { std = "lua51", read_globals = { "redis" }, ignore = { "211" } }
 exclude_files = { "build/" }
