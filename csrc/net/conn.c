@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "conn_internal.h"
+#include "secret.h"
 
 /* ---- config ---------------------------------------------------------------- */
 
@@ -45,11 +46,7 @@ int conn_config_copy(conn_config *dst, const conn_config *src) {
 }
 
 void conn_config_free(conn_config *cfg) {
-    if (cfg->password) {
-        /* explicit_bzero: the password must not linger in freed memory. */
-        explicit_bzero(cfg->password, strlen(cfg->password));
-        free(cfg->password);
-    }
+    secret_free(cfg->password);
     free(cfg->host);
     free(cfg->path);
     free(cfg->username);

@@ -14,6 +14,7 @@
 
 #include "cluster.h"
 #include "deadline.h"
+#include "secret.h"
 #include "sentinel.h"
 #include "sentinel_watch.h"
 #include "slot.h"
@@ -314,10 +315,7 @@ void topo_release(topo *t) {
     for (i = 0; i < t->nseeds; i++) topo_node_clear(&t->seeds[i]);
     free(t->seeds);
     free(t->master);
-    if (t->sentinel_pass) {
-        explicit_bzero(t->sentinel_pass, strlen(t->sentinel_pass));
-        free(t->sentinel_pass);
-    }
+    secret_free(t->sentinel_pass);
     free(t->sentinel_user);
     tls_ctx_release(t->sentinel_tls);
     conn_config_free(&t->cfg);

@@ -10,6 +10,7 @@
 
 #include "monotime.h"
 #include "resolve.h"
+#include "secret.h"
 #include "slot.h"
 
 /* ---- nodes ----------------------------------------------------------------- */
@@ -18,10 +19,7 @@ void topo_node_clear(topo_node *n) {
     free(n->host);
     free(n->path);
     free(n->username);
-    if (n->password) {
-        explicit_bzero(n->password, strlen(n->password));
-        free(n->password);
-    }
+    secret_free(n->password);
     tls_ctx_release(n->tls);
     memset(n, 0, sizeof *n);
 }
