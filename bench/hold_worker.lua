@@ -2,12 +2,14 @@
 -- bench/watchdog_cpu.lua. One client holds N watched locks while the
 -- watchdog renews them, and this process measures what that costs.
 --
--- usage: lua hold_worker.lua MODE URL N TTL PERIODS SERVER_PID
+-- usage: lua hold_worker.lua MODE URL N TTL PERIODS SERVER_PID [SERVER_URL]
 --   MODE     "passes" (bench/renew.lua) or "hold" (bench/watchdog_cpu.lua)
 --   N        locks to hold, named "renew:l1" .. "renew:lN" (keys "{renew:l1}"...)
 --   TTL      their ttl in seconds: the watchdog renews each every TTL/3 s
 --   PERIODS  length of the measured window, in renewal periods of TTL/3 s
 --   SERVER_PID  redis-server's pid (its main thread's CPU time is read)
+--   SERVER_URL  that server's own URL, for its INFO (default URL: give it
+--               when URL goes through sentinels)
 --
 -- Both modes: acquire the N locks (watchdog on), let the watchdog run two
 -- periods (every lock renewed at least once, the schedule settled), then
@@ -45,6 +47,7 @@ local url_fields = require "redislock.url"
 
 local mode, url, n, ttl, periods, server_pid = arg[1], arg[2], tonumber(arg[3]), tonumber(arg[4]),
   tonumber(arg[5]), arg[6]
+local server_url = arg[7] or url
 assert(mode == "passes" or mode == "hold", "MODE must be passes or hold")
 assert(n and ttl and periods and server_pid, "usage: hold_worker.lua MODE URL N TTL PERIODS SERVER_PID")
 
@@ -74,18 +77,22 @@ local function switches(tid)
 end
 
 local client = assert(redislock.connect { url = url })
-local info_conn = assert(core.connect(url_fields.parse(url)))
+local info_conn = assert(core.connect(url_fields.parse(server_url)))
 local locks = {}
 local opts = { ttl = ttl }
 for i = 1, n do locks[i] = assert(client:acquire("renew:l" .. i, opts)) end
 local acquired_at = core.monotime()
 
--- The watchdog is the thread that is not the main one (a resolver thread,
--- were there one, is gone once connect returned).
+-- The watchdog is the thread named redislock-wd (a Sentinel client has a
+-- follower thread too; a resolver thread, were there one, is gone once
+-- connect returned).
 local tids, wd_tid = threads(), nil
 for _, tid in ipairs(tids) do
-  if tonumber(tid) ~= pid then
-    assert(not wd_tid, "more than one thread besides the main one: " .. table.concat(tids, " "))
+  local f = io.open("/proc/" .. pid .. "/task/" .. tid .. "/comm")
+  local name = f and f:read("l")
+  if f then f:close() end
+  if name == "redislock-wd" then
+    assert(not wd_tid, "more than one watchdog thread: " .. table.concat(tids, " "))
     wd_tid = tid
   end
 end

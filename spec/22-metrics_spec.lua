@@ -408,6 +408,7 @@ describe("metrics", function()
       waits = "redislock_waits_total", releases = "redislock_releases_total",
       extends = "redislock_extends_total", renewals = "redislock_renewals_total",
       round_trips = "redislock_renewal_round_trips_total", failures = "redislock_renewal_failures_total",
+      renewal_waits = "redislock_renewal_waits_total", renewals_unacked = "redislock_renewals_unacked_total",
       noscript_reloads = "redislock_noscript_reloads_total", reconnects = "redislock_reconnects_total",
       topology_changes = "redislock_topology_changes_total", holds = "redislock_holds",
       watched = "redislock_watched",

@@ -286,7 +286,8 @@ static int meth_server_info(lua_State *L) {
 /* client:stats() -> { renewals=, round_trips=, failures=, watched=,
  *                     last_batch=, lost = { ["not held"]=n, ... },
  *                     topology_changes=, topology_failures=, reconnects=,
- *                     noscript_reloads=, events_dropped= } */
+ *                     noscript_reloads=, events_dropped=,
+ *                     renewal_waits=, renewals_unacked= } */
 static int meth_stats(lua_State *L) {
     client_ud *u = (client_ud *)luaL_checkudata(L, 1, CLIENT_MT);
     wd_stats s;
@@ -309,6 +310,11 @@ static int meth_stats(lua_State *L) {
     STAT(watched);
     STAT(last_batch);
 #undef STAT
+    /* the renewals that waited for a replica, and those none acknowledged */
+    lua_pushinteger(L, (lua_Integer)s.waits);
+    lua_setfield(L, -2, "renewal_waits");
+    lua_pushinteger(L, (lua_Integer)s.unacked);
+    lua_setfield(L, -2, "renewals_unacked");
     client_push_net_stats(L, u, &s);
     lua_createtable(L, 0, WD_STATE_COUNT);
     for (i = 1; i < WD_STATE_COUNT; i++) {

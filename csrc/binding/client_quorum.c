@@ -127,8 +127,32 @@ static int meth_replicas(lua_State *L) {
     return client_result(L, u, r);
 }
 
+/* client:failover_acks(key) -> 0 | 1
+ * How many replicas must acknowledge a write on the node of key before it
+ * may be counted on across a failover: 1 where one could promote a replica
+ * in that node's place (a Sentinel master whose replica was seen to follow
+ * it, a Cluster master with replicas: topo_node.replicas), else 0. What the
+ * watchdog's renewals wait for there too (csrc/watchdog/wd_ack.c). */
+static int meth_failover_acks(lua_State *L) {
+    client_ud *u = client_check(L);
+    size_t klen;
+    const char *key = luaL_checklstring(L, 2, &klen);
+    int n = 0;
+    if (u->t && (u->t->mode == TOPO_SENTINEL || u->t->mode == TOPO_CLUSTER)) {
+        topo_snap *s = topo_snap_get(u->t);
+        if (s) {
+            int i = topo_node_of(s, key, klen);
+            n = i >= 0 && s->nodes[i].replicas != 0;
+            topo_snap_put(u->t, s);
+        }
+    }
+    lua_pushinteger(L, n);
+    return 1;
+}
+
 const luaL_Reg client_quorum_methods[] = {
     {"fanout", meth_fanout},
     {"replicas", meth_replicas},
+    {"failover_acks", meth_failover_acks},
     {NULL, NULL}
 };

@@ -78,6 +78,17 @@ static int meth_renewed(lua_State *L) {
     return 0;
 }
 
+/* watch:replicas(n): the lock's `replicas`: where its renewals wait for a
+ * replica's acknowledgement (a master a failover could replace), they
+ * wait for at least n (see wd_set_replicas). */
+static int meth_replicas(lua_State *L) {
+    watch_ud *u = watch_check(L);
+    lua_Integer n = luaL_checkinteger(L, 2);
+    if (n < 0 || n > 1000) return luaL_argerror(L, 2, "replica count out of range");
+    if (u->w != NULL) wd_set_replicas(u->w, u->id, (int)n);
+    return 0;
+}
+
 /* watch:id() -> the id that client:losses() reports. */
 static int meth_id(lua_State *L) {
     watch_ud *u = watch_check(L);
@@ -116,6 +127,7 @@ static int meth_tostring(lua_State *L) {
 static const luaL_Reg watch_methods[] = {
     {"state", meth_state},
     {"renewed", meth_renewed},
+    {"replicas", meth_replicas},
     {"id", meth_id},
     {"unwatch", meth_unwatch},
     {NULL, NULL}

@@ -69,6 +69,9 @@ topo_snap *cluster_parse_slots(const redisReply *r, const topo_node *asked, char
         }
         idx = cluster_node_index(s, host, hlen, (int)m->element[1]->integer);
         if (idx < 0) goto bad;
+        /* (the range's replicas follow its master: a failover may promote
+         * one of them, see topo_node.h) */
+        if ((int)(range->elements - 3) > s->nodes[idx].replicas) s->nodes[idx].replicas = (int)(range->elements - 3);
         for (k = lo; k <= hi; k++) s->slot_node[k] = (uint16_t)idx;
     }
     if (s->nnodes == 0) {

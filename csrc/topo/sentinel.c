@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "sentinel.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,15 +13,22 @@
 
 #include "deadline.h"
 #include "monotime.h"
+#include "proc_id.h"
 
 #define SENTINEL_TRY_MS 1000     /* each sentinel gets at most this long */
 #define SENTINEL_PAUSE_MS 100    /* before asking again after a doubt */
+#define SENTINEL_GRACE_MS 100    /* the others' time, once a majority answered */
+#define SENTINEL_MAX 64          /* sentinels asked (more are ignored) */
 
 /* What one sentinel says of the master. */
 typedef struct sentinel_view {
     char host[128];
     int port;
     long long epoch;        /* config-epoch; -1 when it did not say */
+    int replicas;           /* num-slaves: the replicas it knows (-1: it did not say) */
+    int followers;          /* of those, the ones that say they replicate from
+                               it (role slave, its address): promotion
+                               candidates (-1: it did not say) */
     int failover;           /* it reports a failover in progress */
 } sentinel_view;
 
@@ -89,9 +98,10 @@ static conn *sentinel_conn(topo_node *n, const char *user, const char *pass, tls
     return c;
 }
 
-/* ROLE on the named master: 1 master, 0 something else, -1 unreachable. */
+/* ROLE on the named master: 1 master, 0 something else, -1 unreachable;
+ * *connected: how many replicas it says follow it now. */
 static int sentinel_confirm(const topo_src *src, sentinel_pool *pool, topo_node *master, int may_resolve,
-                            int64_t deadline, char *err, size_t errlen) {
+                            int64_t deadline, int *connected, char *err, size_t errlen) {
     const char *argv[1] = {"ROLE"};
     size_t lens[1] = {4};
     redisReply *r;
@@ -119,6 +129,9 @@ static int sentinel_confirm(const topo_src *src, sentinel_pool *pool, topo_node 
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
                r->element[0]->type == REDIS_REPLY_STRING) {
         rc = r->element[0]->len == 6 && memcmp(r->element[0]->str, "master", 6) == 0;
+        /* ["master", offset, [[ip, port, offset], ...]] */
+        if (rc && r->elements >= 3 && r->element[2]->type == REDIS_REPLY_ARRAY)
+            *connected = (int)r->element[2]->elements;
         if (!rc) snprintf(err, errlen, "it says it is a %.*s", (int)(r->element[0]->len > 20 ? 20 : r->element[0]->len),
                           r->element[0]->str);
     } else if (r->type == REDIS_REPLY_ERROR) {
@@ -153,11 +166,41 @@ static int sentinel_parse_master(const redisReply *r, sentinel_view *v) {
             have_port = v->port > 0 && v->port <= 65535;
         } else if (sentinel_field_is(k, "config-epoch")) {
             v->epoch = strtoll(val->str, NULL, 10);
+        } else if (sentinel_field_is(k, "num-slaves")) {
+            v->replicas = atoi(val->str);
         } else if (sentinel_field_is(k, "flags")) {
             v->failover = strstr(val->str, "failover_in_progress") != NULL;
         }
     }
     return have_ip && have_port ? 0 : -1;
+}
+
+/* How many of SENTINEL REPLICAS' entries are replicas of v's master: they
+ * report the role of a replica and its address as their master's. Not
+ * the old master of a failover that Sentinel has not reconfigured yet (it
+ * still reports itself a master): it follows nobody. -1 when r is not
+ * the list (an ACL refused it). */
+static int sentinel_count_followers(const redisReply *r, const sentinel_view *v) {
+    size_t i, j;
+    int n = 0;
+    if (r->type != REDIS_REPLY_ARRAY) return -1;
+    for (i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        int slave = 0, host = 0, port = 0;
+        if (e->type != REDIS_REPLY_ARRAY) continue;
+        for (j = 0; j + 1 < e->elements; j += 2) {
+            const redisReply *k = e->element[j], *val = e->element[j + 1];
+            if (val->type != REDIS_REPLY_STRING) continue;
+            if (sentinel_field_is(k, "role-reported"))
+                slave = val->len == 5 && memcmp(val->str, "slave", 5) == 0;
+            else if (sentinel_field_is(k, "master-host"))
+                host = val->len == strlen(v->host) && memcmp(val->str, v->host, val->len) == 0;
+            else if (sentinel_field_is(k, "master-port"))
+                port = atoi(val->str) == v->port;
+        }
+        n += slave && host && port;
+    }
+    return n;
 }
 
 /* GET-MASTER-ADDR-BY-NAME's [host, port] into v (no epoch). 0, or -1. */
@@ -173,53 +216,244 @@ static int sentinel_parse_addr(const redisReply *r, sentinel_view *v) {
     return v->port > 0 && v->port <= 65535 ? 0 : -1;
 }
 
-enum { ASK_UNREACHABLE = -1, ASK_VIEW = 0, ASK_UNKNOWN = 1, ASK_ERROR = 2 };
+/* ---- one pass: every sentinel asked at once ---------------------------------- */
 
-/* Asks sentinel s what it knows of the master: ASK_VIEW with *v, ASK_UNKNOWN
- * (it knows no master by that name), ASK_ERROR (an error reply, in err) or
- * ASK_UNREACHABLE (err). */
-static int sentinel_ask(const topo_src *src, topo_node *s, int may_resolve, int64_t deadline, conn **slot,
-                        sentinel_view *v, char *err, size_t errlen) {
-    const char *argv[3] = {"SENTINEL", "MASTER", src->master};
-    size_t lens[3] = {8, 6, strlen(src->master)};
-    redisReply *r;
-    int rc;
-    conn *c = sentinel_conn(s, src->sentinel_user, src->sentinel_pass, src->sentinel_tls, may_resolve, deadline,
-                            sentinel_try_ms(src), slot, err, errlen);
-    if (c == NULL) return ASK_UNREACHABLE;
-    memset(v, 0, sizeof *v);
-    v->epoch = -1;
-    r = conn_command(c, 3, argv, lens);
-    if (r != NULL && r->type == REDIS_REPLY_ERROR && strstr(r->str, "No such master") == NULL) {
+/* A hung sentinel (stopped, not dead: the kernel still accepts its TCP
+ * connections) must cost a pass nothing: every sentinel is asked at once,
+ * each on its own deadline, and the pass ends as soon as it can decide. */
+
+enum { ASK_PENDING = -2, ASK_UNREACHABLE = -1, ASK_VIEW = 0, ASK_UNKNOWN = 1, ASK_ERROR = 2 };
+
+/* One sentinel's exchange within a pass. */
+typedef struct sentinel_ask {
+    conn *c;
+    conn **slot;            /* the pool's slot of c, or NULL: c is freed after */
+    int state;              /* ASK_* */
+    int got;                /* answers read: SENTINEL MASTER's, then REPLICAS' */
+    int by_addr;            /* asked GET-MASTER-ADDR-BY-NAME (SENTINEL MASTER was refused) */
+    redisReply *master;     /* SENTINEL MASTER's answer, kept until REPLICAS' comes */
+    int64_t deadline;       /* us: its own */
+    sentinel_view v;
+    char err[CONN_ERRSTR_LEN];
+} sentinel_ask;
+
+static void ask_unreachable(sentinel_ask *a, const char *why) {
+    snprintf(a->err, sizeof a->err, "%.190s", why);
+    a->state = ASK_UNREACHABLE;
+}
+
+/* Queues `SENTINEL <sub> <master>` on a's connection. 0, or -1 (a failed). */
+static int ask_send(const topo_src *src, sentinel_ask *a, const char *sub) {
+    const char *argv[3] = {"SENTINEL", sub, src->master};
+    size_t lens[3] = {8, strlen(sub), strlen(src->master)};
+    if (conn_append(a->c, 3, argv, lens) != 0 || (!conn_connecting(a->c) && conn_flush_some(a->c) < 0)) {
+        ask_unreachable(a, a->c->errstr);
+        return -1;
+    }
+    return 0;
+}
+
+/* Starts asking seed i: its address (resolved as may_resolve allows, and
+ * kept for the others), a connection (the pool's, else a new one), and
+ * SENTINEL MASTER and SENTINEL REPLICAS queued on it. Never blocks but to
+ * resolve a name. */
+static void ask_start(const topo_src *src, sentinel_pool *pool, int i, int may_resolve, int64_t deadline,
+                      sentinel_ask *a) {
+    topo_node s;
+    conn_config cfg;
+    int64_t own = monotime_us() + (int64_t)sentinel_try_ms(src) * 1000;
+    memset(a, 0, sizeof *a);
+    a->state = ASK_PENDING;
+    a->deadline = own < deadline ? own : deadline;
+    /* (a shallow copy: the seeds live as long as the topology and are never
+     * moved; only their addresses are filled in, under the mutex, by
+     * whoever resolves them first) */
+    pthread_mutex_lock(src->mu);
+    s = src->seeds[i];
+    pthread_mutex_unlock(src->mu);
+    if (topo_node_resolve(&s, may_resolve, a->deadline, a->err, sizeof a->err) != 0) {
+        a->state = ASK_UNREACHABLE;
+        return;
+    }
+    pthread_mutex_lock(src->mu);
+    if (src->seeds[i].addrs.n == 0) src->seeds[i].addrs = s.addrs;
+    pthread_mutex_unlock(src->mu);
+    a->slot = pool && i < pool->n ? &pool->seeds[i] : NULL;
+    a->c = a->slot ? *a->slot : NULL;
+    if (a->c == NULL) {
+        memset(&cfg, 0, sizeof cfg);
+        cfg.host = s.host;
+        cfg.port = s.port;
+        cfg.username = (char *)src->sentinel_user;
+        cfg.password = (char *)src->sentinel_pass;
+        cfg.tls = src->sentinel_tls;
+        cfg.connect_timeout_ms = sentinel_try_ms(src);
+        cfg.timeout_ms = sentinel_try_ms(src);
+        a->c = conn_new(&cfg);
+        if (a->c == NULL) {
+            ask_unreachable(a, "out of memory");
+            return;
+        }
+        a->c->may_resolve = 0;
+        conn_set_addrs(a->c, &s.addrs);
+        if (a->slot) *a->slot = a->c;
+    }
+    conn_check_idle(a->c);   /* (closed by the sentinel since the last pass) */
+    if (a->c->fd >= 0 && a->c->pid != proc_id()) conn_drop(a->c);
+    if (a->c->fd < 0 && conn_start(a->c) < 0) {
+        ask_unreachable(a, a->c->errstr);
+        return;
+    }
+    if (ask_send(src, a, "MASTER") == 0) ask_send(src, a, "REPLICAS");
+}
+
+/* SENTINEL MASTER's answer (or GET-MASTER-ADDR-BY-NAME's) into a's state. */
+static void ask_master(sentinel_ask *a, const redisReply *r) {
+    int no_such = r->type == REDIS_REPLY_ERROR && r->str && strstr(r->str, "No such master") != NULL;
+    if (no_such) {
+        a->state = ASK_UNKNOWN;
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(a->err, sizeof a->err, "redis error: %.*s", (int)(r->len > 120 ? 120 : r->len), r->str);
+        a->state = ASK_ERROR;
+    } else if (a->by_addr) {
+        a->state = sentinel_parse_addr(r, &a->v) == 0 ? ASK_VIEW : ASK_UNKNOWN;   /* nil: no such master */
+    } else if (r->type == REDIS_REPLY_ARRAY && sentinel_parse_master(r, &a->v) == 0) {
+        a->state = ASK_VIEW;
+    } else {
+        snprintf(a->err, sizeof a->err, "unexpected SENTINEL MASTER reply");
+        a->state = ASK_ERROR;
+    }
+}
+
+/* What sentinel a answered, r (taken): SENTINEL MASTER's answer is kept
+ * until SENTINEL REPLICAS' comes (which needs the master's address). */
+static void ask_answer(const topo_src *src, sentinel_ask *a, redisReply *r) {
+    int first = a->got++ == 0;
+    if (first) {
+        a->master = r;
+        return;
+    }
+    memset(&a->v, 0, sizeof a->v);
+    a->v.epoch = -1;
+    a->v.replicas = -1;
+    a->v.followers = -1;
+    if (a->by_addr) {
+        ask_master(a, r);
+    } else if (a->master->type == REDIS_REPLY_ERROR && !strstr(a->master->str, "No such master")) {
         /* (an ACL that allows only the address, or an old sentinel) */
-        argv[1] = "GET-MASTER-ADDR-BY-NAME";
-        lens[1] = 23;
-        freeReplyObject(r);
-        r = conn_command(c, 3, argv, lens);
-        if (r != NULL && r->type != REDIS_REPLY_ERROR) {
-            rc = sentinel_parse_addr(r, v) == 0 ? ASK_VIEW : ASK_UNKNOWN;   /* nil: no such master */
-            freeReplyObject(r);
-            sentinel_done(c, slot);
-            return rc;
+        a->by_addr = 1;
+        ask_send(src, a, "GET-MASTER-ADDR-BY-NAME");
+    } else {
+        ask_master(a, a->master);
+        if (a->state == ASK_VIEW) a->v.followers = sentinel_count_followers(r, &a->v);
+    }
+    freeReplyObject(r);
+}
+
+/* Moves a's exchange on after poll said rev: connect, send, read. */
+static void ask_pump(const topo_src *src, sentinel_ask *a, short rev) {
+    conn *c = a->c;
+    redisReply *r = NULL;
+    int k;
+    if (c->connecting) {
+        if (!(rev & (POLLOUT | POLLERR | POLLHUP))) return;
+        if (conn_connect_done(c) != 0) {
+            ask_unreachable(a, c->errstr);
+            return;
         }
     }
-    if (r == NULL) {
-        snprintf(err, errlen, "%.140s", c->errstr);
-        rc = ASK_UNREACHABLE;
-    } else if (r->type == REDIS_REPLY_ERROR && strstr(r->str, "No such master") != NULL) {
-        rc = ASK_UNKNOWN;
-    } else if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(err, errlen, "redis error: %.*s", (int)(r->len > 120 ? 120 : r->len), r->str);
-        rc = ASK_ERROR;
-    } else if (r->type == REDIS_REPLY_ARRAY && sentinel_parse_master(r, v) == 0) {
-        rc = ASK_VIEW;
-    } else {
-        snprintf(err, errlen, "unexpected SENTINEL MASTER reply");
-        rc = ASK_ERROR;
+    if (rev & (POLLIN | POLLERR | POLLHUP)) {
+        while ((k = conn_fill(c)) == 1) {}
+        if (k < 0) {
+            ask_unreachable(a, c->errstr);
+            return;
+        }
     }
-    if (r) freeReplyObject(r);
-    sentinel_done(c, slot);
-    return rc;
+    while (a->state == ASK_PENDING && (k = conn_reply(c, &r)) != 0) {
+        if (k < 0) {
+            ask_unreachable(a, c->errstr);
+            return;
+        }
+        ask_answer(src, a, r);
+    }
+    if (a->state == ASK_PENDING && c->fd >= 0 && conn_flush_some(c) < 0) ask_unreachable(a, c->errstr);
+}
+
+/* The pass's tally so far. */
+typedef struct sentinel_tally {
+    int pending, answered, unknown, views, failover;
+} sentinel_tally;
+
+static void ask_tally(const sentinel_ask *asks, int n, sentinel_tally *t) {
+    int i;
+    memset(t, 0, sizeof *t);
+    for (i = 0; i < n; i++) {
+        if (asks[i].state == ASK_PENDING) t->pending++;
+        if (asks[i].state < ASK_VIEW) continue;
+        t->answered++;
+        if (asks[i].state == ASK_UNKNOWN) t->unknown++;
+        if (asks[i].state == ASK_VIEW) {
+            t->views++;
+            t->failover |= asks[i].v.failover;
+        }
+    }
+}
+
+/* Asks every sentinel at once and waits for their answers, each until its
+ * own deadline: to the end, or until one reports a failover under way (a
+ * doubt whatever the others say), or SENTINEL_GRACE_MS after a majority
+ * answered (a slow one's answer would count, a hung one's never comes). */
+static void sentinel_ask_all(const topo_src *src, sentinel_pool *pool, int may_resolve, int64_t deadline,
+                             sentinel_ask *asks, int n) {
+    struct pollfd pfd[SENTINEL_MAX];
+    int which[SENTINEL_MAX];
+    int64_t majority_at = 0;
+    int i;
+    for (i = 0; i < n && !deadline_passed(deadline); i++) ask_start(src, pool, i, may_resolve, deadline, &asks[i]);
+    for (; i < n; i++) ask_unreachable(&asks[i], "timed out before it was asked");
+    for (;;) {
+        sentinel_tally t;
+        int64_t now = monotime_us(), until = deadline;
+        int m = 0, timeout_ms;
+        ask_tally(asks, n, &t);
+        if (t.pending == 0 || t.failover || deadline_passed(deadline)) break;
+        if (t.views >= n / 2 + 1) {
+            if (majority_at == 0) majority_at = now;
+            if (now >= majority_at + SENTINEL_GRACE_MS * 1000) break;
+            until = majority_at + SENTINEL_GRACE_MS * 1000;
+        }
+        for (i = 0; i < n; i++) {
+            sentinel_ask *a = &asks[i];
+            if (a->state != ASK_PENDING) continue;
+            if (now >= a->deadline || a->c->fd < 0) {
+                if (a->c->fd >= 0) conn_fail_with(a->c, CONN_ETIMEOUT, a->c->connecting ? "failed" : "lost");
+                ask_unreachable(a, a->c->errstr);
+                continue;
+            }
+            if (a->deadline < until) until = a->deadline;
+            which[m] = i;
+            pfd[m].fd = a->c->fd;
+            pfd[m].events = conn_poll_events(a->c);
+            pfd[m++].revents = 0;
+        }
+        if (m == 0) continue;
+        timeout_ms = (int)((until - now + 999) / 1000);
+        if (poll(pfd, (nfds_t)m, timeout_ms > 0 ? timeout_ms : 0) < 0 && errno != EINTR) break;
+        for (i = 0; i < m; i++)
+            if (pfd[i].revents) ask_pump(src, &asks[which[i]], pfd[i].revents);
+    }
+    for (i = 0; i < n; i++) {
+        sentinel_ask *a = &asks[i];
+        /* (one still asked: its answer, if it ever comes, is no one's) */
+        if (a->state == ASK_PENDING) {
+            conn_fail_with(a->c, CONN_ETIMEOUT, "lost");
+            ask_unreachable(a, a->c->errstr);
+        }
+        if (a->master) freeReplyObject(a->master);
+        a->master = NULL;
+        if (a->slot == NULL) conn_free(a->c);
+        a->c = NULL;
+    }
 }
 
 static void sentinel_oom(char *err, size_t errlen, const char **kind) {
@@ -229,44 +463,39 @@ static void sentinel_oom(char *err, size_t errlen, const char **kind) {
 
 int sentinel_pass(const topo_src *src, sentinel_pool *pool, int may_resolve, int64_t deadline, topo_snap **out,
                   char *err, size_t errlen, const char **kind) {
-    sentinel_view best, v;
+    sentinel_ask asks[SENTINEL_MAX];
+    sentinel_view best;
     char last[CONN_ERRSTR_LEN] = "no sentinel given";
     char where[160];
-    int i, n, answered = 0, unknown = 0, views = 0, failover = 0, conflict = 0, have = 0, confirmed;
+    int i, n, answered = 0, unknown = 0, views = 0, failover = 0, conflict = 0, have = 0, confirmed, connected = 0;
     topo_snap *snap;
-    n = src->nseeds;   /* (read under the mutex, by whoever filled in src) */
+    n = src->nseeds;   /* (fixed once the topology is set up) */
+    if (n > SENTINEL_MAX) n = SENTINEL_MAX;
     memset(&best, 0, sizeof best);
-    for (i = 0; i < n && !deadline_passed(deadline); i++) {
-        topo_node s;
-        int rc;
-        /* A shallow copy: the seeds live as long as the topology and are
-         * never moved (the order is the user's); only their addresses are
-         * filled in, under the mutex, by whoever resolves them first. */
-        pthread_mutex_lock(src->mu);
-        s = src->seeds[i];
-        pthread_mutex_unlock(src->mu);
-        rc = sentinel_ask(src, &s, may_resolve, deadline, pool && i < pool->n ? &pool->seeds[i] : NULL, &v,
-                          last, sizeof last);
-        if (s.addrs.n > 0) {
-            pthread_mutex_lock(src->mu);
-            if (src->seeds[i].addrs.n == 0) src->seeds[i].addrs = s.addrs;
-            pthread_mutex_unlock(src->mu);
-        }
-        if (rc == ASK_UNREACHABLE) continue;
+    sentinel_ask_all(src, pool, may_resolve, deadline, asks, n);
+    for (i = 0; i < n; i++) {
+        const sentinel_ask *a = &asks[i];
+        if (a->state == ASK_UNREACHABLE || a->state == ASK_ERROR) snprintf(last, sizeof last, "%s", a->err);
+        if (a->state == ASK_UNREACHABLE) continue;
         answered++;
-        if (rc == ASK_UNKNOWN) unknown++;
-        if (rc != ASK_VIEW) continue;
+        if (a->state == ASK_UNKNOWN) unknown++;
+        if (a->state != ASK_VIEW) continue;
         views++;
-        failover |= v.failover;
-        if (!have || v.epoch > best.epoch) {
-            best = v;
+        failover |= a->v.failover;
+        if (!have || a->v.epoch > best.epoch) {
+            best = a->v;
             have = 1;
             conflict = 0;
-        } else if (v.epoch == best.epoch && (v.port != best.port || strcmp(v.host, best.host) != 0)) {
+        } else if (a->v.epoch == best.epoch && (a->v.port != best.port || strcmp(a->v.host, best.host) != 0)) {
             conflict = 1;
         }
     }
     *kind = "connection";
+    if (failover) {
+        /* (whatever the others said: the one running it knows best) */
+        snprintf(err, errlen, "failover in progress: %.80s", src->master);
+        return SENTINEL_DOUBT;
+    }
     if (answered == 0) {
         snprintf(err, errlen, "no sentinel reachable (last: %.150s)", last);
         return SENTINEL_FAIL;
@@ -286,9 +515,8 @@ int sentinel_pass(const topo_src *src, sentinel_pool *pool, int may_resolve, int
         snprintf(err, errlen, "no sentinel majority: %d of %d named a master (last: %.120s)", views, n, last);
         return SENTINEL_FAIL;
     }
-    if (failover || conflict) {
-        snprintf(err, errlen, "%s: %.80s", failover ? "failover in progress" : "sentinels disagree on master",
-                 src->master);
+    if (conflict) {
+        snprintf(err, errlen, "sentinels disagree on master: %.80s", src->master);
         return SENTINEL_DOUBT;
     }
     snap = topo_snap_new(1, 0);
@@ -299,8 +527,15 @@ int sentinel_pass(const topo_src *src, sentinel_pool *pool, int may_resolve, int
     }
     snap->nodes[0].port = best.port;
     snap->config_epoch = best.epoch;
-    confirmed = sentinel_confirm(src, pool, &snap->nodes[0], may_resolve, deadline, last, sizeof last);
+    confirmed = sentinel_confirm(src, pool, &snap->nodes[0], may_resolve, deadline, &connected, last, sizeof last);
     if (confirmed == 1) {
+        /* A failover could put a replica in its place: one that follows it
+         * (it says so to the sentinels, or the master lists it), and the
+         * others the sentinels know of it (the topology keeps counting
+         * them once it has seen one follow: topo_publish) */
+        int followers = best.followers > connected ? best.followers : connected;
+        snap->nodes[0].replicas = followers <= 0 ? 0 : best.replicas > followers ? best.replicas : followers;
+        snap->nodes[0].replicas_known = best.replicas;
         *out = snap;
         return SENTINEL_OK;
     }

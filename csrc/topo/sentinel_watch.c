@@ -21,7 +21,7 @@
 #define SW_INTERVAL_MS 1000     /* ask the sentinels at least this often */
 #define SW_DOUBT_MS 100         /* ... and this often while in doubt */
 #define SW_RESUBSCRIBE_MS 1000  /* a sentinel we could not subscribe to */
-#define SW_SUB_TRY_MS 500       /* one subscribe exchange, at most */
+#define SW_SUB_TRY_MS 500       /* a subscription's connect and confirmation, at most */
 
 /* The events of a failover, from its start to its end. Any of them makes
  * the thread ask at once; which one does not matter. */
@@ -40,17 +40,22 @@ struct sentinel_watch {
     int nsubs;
     conn **subs;            /* per seed: its subscribed connection, or NULL */
     int64_t *retry_at;      /* per seed: when to try subscribing again (ms) */
+    int64_t *sub_since;     /* per seed: when its subscription began (ms) */
+    int *confirmed_subs;    /* per seed: channels it confirmed */
     sentinel_pool *pool;    /* the passes' connections */
 };
 
-/* Subscribes to the failover events on seed i, within SW_SUB_TRY_MS. */
+/* Starts subscribing to the failover events on seed i, without blocking:
+ * the connection's connect, its handshake and the SUBSCRIBE are moved on
+ * by sw_pump as poll says, and given up after SW_SUB_TRY_MS (a sentinel
+ * that is hung, not dead, accepts the TCP connection and never answers:
+ * it must cost the thread nothing). */
 static void sw_subscribe_one(sentinel_watch *sw, int i, int64_t now) {
     const topo_src *src = &sw->src;
     topo_node s;
     conn_config cfg;
     conn *c = sw->subs[i];
     size_t lens[SW_NCHANNELS + 1];
-    int64_t deadline;
     int k;
     sw->retry_at[i] = now + SW_RESUBSCRIBE_MS;
     if (c == NULL) {
@@ -73,39 +78,99 @@ static void sw_subscribe_one(sentinel_watch *sw, int i, int64_t now) {
         sw->subs[i] = c;
     }
     for (k = 0; k <= SW_NCHANNELS; k++) lens[k] = strlen(sw_channels[k]);
-    if (conn_ensure(c) != 0 || conn_append(c, SW_NCHANNELS + 1, sw_channels, lens) != 0) {
+    sw->sub_since[i] = now;
+    sw->confirmed_subs[i] = 0;
+    if (conn_start(c) < 0 || conn_append(c, SW_NCHANNELS + 1, sw_channels, lens) != 0 ||
+        (!conn_connecting(c) && conn_flush_some(c) < 0))
         conn_drop(c);
-        return;
-    }
-    deadline = deadline_in_ms(SW_SUB_TRY_MS);
-    for (k = 0; k < SW_NCHANNELS; k++) {
-        redisReply *r = conn_read(c, deadline);
-        int ok = r && r->type == REDIS_REPLY_ARRAY;
-        if (r) freeReplyObject(r);
-        if (!ok) {
-            conn_drop(c);
-            return;
+}
+
+/* The word `n` (from 0) of text[0..len), or NULL; *wlen its length. */
+static const char *sw_word(const char *text, size_t len, int n, size_t *wlen) {
+    size_t i = 0;
+    for (;;) {
+        size_t from;
+        while (i < len && text[i] == ' ') i++;
+        if (i == len) return NULL;
+        from = i;
+        while (i < len && text[i] != ' ') i++;
+        if (n-- == 0) {
+            *wlen = i - from;
+            return text + from;
         }
     }
 }
 
-/* Reads what a subscribed connection has: 1 a message came (ask now), 0
- * nothing, -1 it failed (dropped; subscribe again later). */
-static int sw_drain(conn *c) {
+/* Whether word n of an event's text is our master's name. */
+static int sw_word_is_master(const sentinel_watch *sw, const redisReply *text, int n) {
+    size_t wl, ml = strlen(sw->src.master);
+    const char *w = sw_word(text->str, text->len, n, &wl);
+    return w && wl == ml && memcmp(w, sw->src.master, ml) == 0;
+}
+
+/* Whether an event's text is about our master. Sentinel writes an
+ * instance as "<type> <name> <ip> <port>", followed by " @ <master> <ip>
+ * <port>" when it is not a master; +switch-master as "<master> <old ip>
+ * <old port> <new ip> <new port>". A sentinel watching several masters
+ * tells of all of them: the others' are no doubt about ours. */
+static int sw_about_us(const sentinel_watch *sw, const redisReply *channel, const redisReply *text) {
+    const char *w;
+    size_t wl;
+    int i;
+    if (text->type != REDIS_REPLY_STRING) return 1;   /* (cannot tell: count it) */
+    if (channel->type == REDIS_REPLY_STRING && channel->len == 14 && memcmp(channel->str, "+switch-master", 14) == 0)
+        return sw_word_is_master(sw, text, 0);
+    w = sw_word(text->str, text->len, 0, &wl);
+    if (w && wl == 6 && memcmp(w, "master", 6) == 0) return sw_word_is_master(sw, text, 1);
+    for (i = 0; (w = sw_word(text->str, text->len, i, &wl)) != NULL; i++)
+        if (wl == 1 && *w == '@') return sw_word_is_master(sw, text, i + 1);
+    return 1;
+}
+
+/* Moves subscription i on after poll said rev, and reads what came: 1 an
+ * event of our master's failover (a doubt: ask now), 0 nothing of note,
+ * -1 it failed (the caller drops it; subscribed again later). */
+static int sw_pump(sentinel_watch *sw, int i, short rev) {
+    conn *c = sw->subs[i];
     int k, got = 0;
-    while ((k = conn_fill(c)) == 1) {}
+    if (c->connecting) {
+        if (!(rev & (POLLOUT | POLLERR | POLLHUP))) return 0;
+        if (conn_connect_done(c) != 0) return -1;
+    }
+    if (rev & (POLLIN | POLLERR | POLLHUP)) {
+        while ((k = conn_fill(c)) == 1) {}
+        if (k < 0) return -1;
+    }
     for (;;) {
         redisReply *r = NULL;
+        const redisReply *kind;
         int n = conn_reply(c, &r);
-        if (n <= 0) {
-            if (n < 0 || k < 0) {
-                conn_drop(c);
-                return -1;
-            }
-            return got;
+        if (n < 0) return -1;
+        if (n == 0) break;
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || r->element[0]->type != REDIS_REPLY_STRING) {
+            freeReplyObject(r);   /* (not what a subscriber gets) */
+            return -1;
         }
+        kind = r->element[0];
+        if (kind->len == 9 && memcmp(kind->str, "subscribe", 9) == 0)
+            sw->confirmed_subs[i]++;
+        else if (kind->len == 7 && memcmp(kind->str, "message", 7) == 0 &&
+                 sw_about_us(sw, r->element[1], r->element[2]))
+            got = 1;
         freeReplyObject(r);
-        got = 1;
+    }
+    if (c->fd >= 0 && conn_flush_some(c) < 0) return -1;
+    return got;
+}
+
+/* A subscription still not confirmed SW_SUB_TRY_MS after it began (a hung
+ * sentinel) is given up: subscribed again later. */
+static void sw_expire(sentinel_watch *sw, int64_t now) {
+    int i;
+    for (i = 0; i < sw->nsubs; i++) {
+        conn *c = sw->subs[i];
+        if (c && c->fd >= 0 && sw->confirmed_subs[i] < SW_NCHANNELS && now - sw->sub_since[i] >= SW_SUB_TRY_MS)
+            conn_drop(c);
     }
 }
 
@@ -127,6 +192,7 @@ static void *sw_main(void *arg) {
     int *which = calloc((size_t)sw->nsubs + 1, sizeof *which);
     int64_t next = monotime_ms() + SW_INTERVAL_MS;
     int ask = o->epoch(o->ud) == 0 || !o->confirmed(o->ud);   /* (nginx: nothing loaded yet) */
+    pthread_setname_np(pthread_self(), "redislock-sen");   /* (for top -H, ps -L) */
     if (pfd == NULL || which == NULL) {
         free(pfd);
         free(which);
@@ -140,6 +206,7 @@ static void *sw_main(void *arg) {
                 sw_subscribe_one(sw, i, now);
                 now = monotime_ms();
             }
+        sw_expire(sw, now);
         if (ask || now >= next) {
             ask = 0;
             o->recheck(o->ud, sw->pool);
@@ -153,8 +220,10 @@ static void *sw_main(void *arg) {
             if (sw->subs[i] && sw->subs[i]->fd >= 0) {
                 which[n] = i;
                 pfd[n].fd = sw->subs[i]->fd;
-                pfd[n].events = POLLIN;
+                pfd[n].events = conn_poll_events(sw->subs[i]);
                 pfd[n++].revents = 0;
+                if (sw->confirmed_subs[i] < SW_NCHANNELS && sw->sub_since[i] + SW_SUB_TRY_MS < next)
+                    next = sw->sub_since[i] + SW_SUB_TRY_MS;   /* (sw_expire's moment) */
             }
         timeout = next > now ? (int)(next - now) : 0;
         if (poll(pfd, (nfds_t)n, timeout) < 0 && errno != EINTR) {
@@ -165,8 +234,19 @@ static void *sw_main(void *arg) {
             uint64_t counter;
             if (read(sw->wake_fd, &counter, sizeof counter) > 0) ask = 1;
         }
-        for (i = 1; i < n; i++)
-            if (pfd[i].revents && sw_drain(sw->subs[which[i]]) != 0) ask = 1;
+        for (i = 1; i < n; i++) {
+            int got;
+            if (!pfd[i].revents) continue;
+            got = sw_pump(sw, which[i], pfd[i].revents);
+            if (got < 0) {
+                conn_drop(sw->subs[which[i]]);
+            } else if (got > 0) {
+                /* a failover of ours begins, or goes on: nothing is renewed
+                 * or granted until a pass confirms a master again */
+                o->doubt(o->ud);
+                ask = 1;
+            }
+        }
     }
     free(pfd);
     free(which);
@@ -178,6 +258,8 @@ static void sw_free(sentinel_watch *sw) {
     for (i = 0; i < sw->nsubs; i++) conn_free(sw->subs[i]);
     free(sw->subs);
     free(sw->retry_at);
+    free(sw->sub_since);
+    free(sw->confirmed_subs);
     sentinel_pool_free(sw->pool);
     if (sw->wake_fd >= 0) close(sw->wake_fd);
     free(sw);
@@ -194,8 +276,11 @@ sentinel_watch *sentinel_watch_start(const topo_src *src, const sentinel_watch_o
     sw->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     sw->subs = calloc((size_t)(sw->nsubs > 0 ? sw->nsubs : 1), sizeof *sw->subs);
     sw->retry_at = calloc((size_t)(sw->nsubs > 0 ? sw->nsubs : 1), sizeof *sw->retry_at);
+    sw->sub_since = calloc((size_t)(sw->nsubs > 0 ? sw->nsubs : 1), sizeof *sw->sub_since);
+    sw->confirmed_subs = calloc((size_t)(sw->nsubs > 0 ? sw->nsubs : 1), sizeof *sw->confirmed_subs);
     sw->pool = sentinel_pool_new(sw->nsubs);
-    if (sw->wake_fd < 0 || sw->subs == NULL || sw->retry_at == NULL || sw->pool == NULL) {
+    if (sw->wake_fd < 0 || sw->subs == NULL || sw->retry_at == NULL || sw->sub_since == NULL ||
+        sw->confirmed_subs == NULL || sw->pool == NULL) {
         sw_free(sw);
         return NULL;
     }

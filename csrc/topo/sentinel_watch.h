@@ -8,7 +8,8 @@
  *   - subscribes on every sentinel to the events of a failover
  *     (+try-failover, before the replica is promoted; +switch-master,
  *     when the new configuration is taken; and a few more), and on any of
- *     them asks the sentinels again at once;
+ *     them about our master casts a doubt at once (nothing is renewed or
+ *     granted until a master is confirmed again) and asks the sentinels;
  *   - asks them once a second anyway (a missed message, a sentinel that was
  *     down), and every 100 ms while in doubt;
  *   - is asked at once (sentinel_watch_kick) when anyone casts a doubt.
@@ -21,8 +22,10 @@
  * no reference to it, and is stopped and joined when the topology is freed.
  * It knows of it only what it is handed at start: the sentinels and how to
  * reach them (topo_src, topo_node.h), and its owner's callbacks.
- * Created with every signal masked; it blocks only in its own sockets and
- * poll(2), never holding the topology's mutex while it waits. After fork
+ * Created with every signal masked; it blocks only in poll(2) (its
+ * subscriptions are made without blocking, and a pass asks every sentinel
+ * at once: a hung sentinel costs it nothing), never holding the topology's
+ * mutex while it waits. After fork
  * the child has no such thread: the next use starts one (its inherited
  * sockets were closed by conn_fork.c).
  */
@@ -43,6 +46,9 @@ typedef struct sentinel_watch_owner {
     /* One pass over the sentinels on the thread's pool of connections:
      * publishes a confirmed master, or casts a doubt. */
     void (*recheck)(void *ud, sentinel_pool *pool);
+    /* A failover event of our master came: nothing may be written to
+     * the master until a pass confirms one again (topo_doubt). */
+    void (*doubt)(void *ud);
     /* Whether the master is confirmed (topo_confirmed). */
     int (*confirmed)(void *ud);
     /* The current snapshot's epoch, 0 before the first (topo_epoch). */

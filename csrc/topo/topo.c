@@ -51,7 +51,7 @@ static int topo_snap_same(const topo_snap *a, const topo_snap *b) {
     int i;
     if (a == NULL || b == NULL || a->nnodes != b->nnodes) return 0;
     for (i = 0; i < a->nnodes; i++)
-        if (!topo_node_same(&a->nodes[i], &b->nodes[i]) ||
+        if (!topo_node_same(&a->nodes[i], &b->nodes[i]) || a->nodes[i].replicas != b->nodes[i].replicas ||
             a->nodes[i].addrs.n != b->nodes[i].addrs.n ||
             (a->nodes[i].addrs.n > 0 &&
              memcmp(&a->nodes[i].addrs, &b->nodes[i].addrs, sizeof a->nodes[i].addrs) != 0))
@@ -98,6 +98,19 @@ static void topo_publish_as(topo *t, topo_snap *s, uint64_t gen) {
     int last = 0, changed = 1;
     pthread_mutex_lock(&t->mu);
     old = t->cur;
+    if (t->mode == TOPO_SENTINEL && old && old->nnodes == 1 && s->nnodes == 1 &&
+        topo_node_same(&old->nodes[0], &s->nodes[0]) && old->nodes[0].replicas != 0 &&
+        s->nodes[0].replicas == 0 && s->nodes[0].replicas_known != 0) {
+        /* Once a replica was seen to follow this master, its renewals
+         * wait for one as long as the sentinels list any replica of it:
+         * after a failover the old master's replica follows it no more
+         * (it was promoted), and sentinels that have not heard of the
+         * failover may say so before they say anything else. A new
+         * master starts from what is seen of it (the old master the
+         * sentinels list as its replica follows nobody until Sentinel
+         * reconfigures it). */
+        s->nodes[0].replicas = old->nodes[0].replicas;
+    }
     if (t->mode == TOPO_SENTINEL && old &&
         (s->load_seq < old->load_seq ||
          (s->config_epoch >= 0 && old->config_epoch >= 0 && s->config_epoch < old->config_epoch) ||
@@ -211,11 +224,19 @@ static void topo_recheck(void *ud, sentinel_pool *pool) {
     if (v == SENTINEL_OK) {
         s->load_seq = seq;
         topo_publish_as(t, s, gen);
-    }
-    else if (v == SENTINEL_DOUBT)
+    } else {
+        /* A doubt, and so is not knowing (SENTINEL_FAIL: too few of the
+         * sentinels answered, or none knows the name): the master we have
+         * may be one they have replaced, and a hung or unreachable
+         * sentinel may be the only one that could tell us. Nothing is
+         * written to it until a pass confirms a master again. */
         topo_doubt_as(t, 0, 0);
-    /* SENTINEL_FAIL (too few answers): nothing learned; the connections'
-     * own failures cast doubt where there is reason to */
+    }
+}
+
+/* A failover event of ours came to the follower thread (sentinel_watch.h). */
+static void topo_watch_doubt(void *ud) {
+    topo_doubt_as(ud, 0, 0);
 }
 
 /* The rest of what the follower thread asks of t (sentinel_watch.h). */
@@ -243,6 +264,7 @@ void topo_follow(topo *t) {
         topo_src_of(t, &src);
         owner.ud = t;
         owner.recheck = topo_recheck;
+        owner.doubt = topo_watch_doubt;
         owner.confirmed = topo_watch_confirmed;
         owner.epoch = topo_watch_epoch;
         __atomic_store_n(&t->watch, sentinel_watch_start(&src, &owner), __ATOMIC_RELEASE);

@@ -31,6 +31,13 @@ typedef struct topo_node {
     char *username, *password;
     int db;
     tls_ctx *tls;           /* (own_auth) its TLS settings, or NULL: plain */
+    int replicas;           /* a master's replicas that a failover could
+                               promote in its place (Sentinel: those the
+                               sentinels know, once one was seen to follow
+                               it; Cluster: CLUSTER SLOTS'), -1 unknown, 0
+                               none (or not asked): where renewals wait for
+                               a replica's acknowledgement (wd_ack.c) */
+    int replicas_known;     /* Sentinel: the sentinels' num-slaves (-1: unknown) */
 } topo_node;
 
 typedef struct topo_snap {

@@ -119,6 +119,10 @@ void wd_release(wd *w) {
             /* (a Redlock orphan is queued on several links: the last frees it) */
             if (e && e->orphaned && --e->queued == 0) wd_entry_free(w, e);
         }
+        for (k = 0; k < l->nheld; k++) {
+            wd_entry *e = l->held[k].e;
+            if (e->orphaned && --e->queued == 0) wd_entry_free(w, e);
+        }
         wd_link_free(l);
     }
     for (k = 0; k < w->ids.cap; k++)
@@ -272,9 +276,10 @@ int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t tokl
     {
         int i;
         for (i = 0; i < w->nlinks; i++)
-            /* each lock: its renewal and an ASKING; and a SCRIPT LOAD
-             * of each of the 3 renewal scripts (wd_link_queue) */
-            if (wd_link_reserve(&w->links[i], (w->nentries + 1) * 2 + 3) != 0) {
+            /* each lock: its renewal and an ASKING; a SCRIPT LOAD of
+             * each of the 3 renewal scripts (wd_link_queue); two WAITs
+             * (wd_ack.c) */
+            if (wd_link_reserve(&w->links[i], (w->nentries + 1) * 2 + 5) != 0) {
                 snprintf(errbuf, errlen, "out of memory");
                 goto fail;
             }
@@ -299,6 +304,14 @@ fail:
     pthread_mutex_unlock(&w->mu);
     free(e);
     return -1;
+}
+
+void wd_set_replicas(wd *w, uint64_t id, int replicas) {
+    wd_entry *e;
+    pthread_mutex_lock(&w->mu);
+    e = wd_idmap_get(&w->ids, id);
+    if (e != NULL) e->replicas = replicas;
+    pthread_mutex_unlock(&w->mu);
 }
 
 void wd_unwatch(wd *w, uint64_t id) {

@@ -39,6 +39,8 @@ typedef struct wd_stats {
     uint64_t noscript_reloads; /* renewals sent again as EVAL after NOSCRIPT */
     uint64_t reconnects;     /* its connections made again after a loss */
     uint64_t events_dropped; /* events for on_event dropped (queue full) */
+    uint64_t waits;          /* WAITs sent behind renewals (wd_ack.c) */
+    uint64_t unacked;        /* renewals not credited: no replica acknowledged them */
 } wd_stats;
 
 /* A watchdog for the nodes of topology t (shared, and kept alive): one
@@ -68,6 +70,11 @@ void wd_stop(wd *w);
 int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t toklen,
              int64_t ttl_ms, int64_t lease_end_ms, int64_t hold_until_ms,
              const struct script_def *renew, uint64_t *id, char *errbuf, size_t errlen);
+
+/* The lock's `replicas`: where its renewals wait for replicas to earn
+ * credit (a master a failover could replace, see wd_ack.c), they wait for
+ * at least this many (at least 1 there in any case). */
+void wd_set_replicas(wd *w, uint64_t id, int replicas);
 
 /* Unregisters a lock. Never waits: no renewal of it is queued after the
  * call, and one queued but not yet begun to be written is taken back; one

@@ -48,6 +48,8 @@ typedef struct wd_entry {
     int64_t last_done;      /* when the last renewal answer was applied */
     int slot;               /* its key's Cluster slot (-1: not a cluster) */
     const struct script_def *renew;   /* its renewal script (NULL: extend) */
+    int replicas;           /* the lock's `replicas`: where a renewal waits
+                               for replicas (wd_ack.c), at least this many */
     int heap_pos;           /* index in the heap, -1 when not scheduled */
 } wd_entry;
 

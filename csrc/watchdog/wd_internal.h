@@ -43,7 +43,17 @@ typedef struct wd_req {
                                          e: a SCRIPT LOAD of it) */
     uint32_t round;         /* the entry's round it was sent in */
     uint64_t doubts;        /* topo_doubts() when it was queued (Sentinel) */
+    int wait;               /* (no e) a WAIT behind renewals (wd_ack.c) */
 } wd_req;
+
+/* A renewal answered "renewed" whose credit waits for the WAIT behind it
+ * (wd_ack.c): what wd_outcome will be told. */
+typedef struct wd_acked {
+    wd_entry *e;
+    uint32_t round;
+    int64_t sent_at, ttl_ms;
+    uint64_t doubts;
+} wd_acked;
 
 /* The watchdog's connection to one node, with its requests in order. */
 typedef struct wd_link {
@@ -62,6 +72,13 @@ typedef struct wd_link {
                                and not answered yet: a renewal of one of
                                them refused NOSCRIPT before it runs goes
                                again as EVALSHA behind it, not as EVAL */
+    /* wd_ack.c: renewals answered and waiting for their WAIT's answer, and
+     * what the next WAIT covers */
+    wd_acked *held;
+    uint32_t nheld, held_cap;
+    uint32_t unwaited;      /* renewals queued since the last WAIT */
+    int wait_need;          /* the most acknowledgements one of them needs */
+    int64_t wait_ms;        /* the WAIT's timeout for them */
 } wd_link;
 
 struct wd {
@@ -115,6 +132,25 @@ int64_t wd_retry_at(const wd_entry *e, int64_t now);
 /* An entry's lease_end was set lower while it may be in flight: every
  * link's end_lb comes down to it (under the mutex). */
 void wd_lease_lowered(wd *w, int64_t lease_end);
+
+/* wd_ack.c: a renewal is credited once a replica has it, with w->mu held.
+ * wd_ack_needed: whether renewals on l wait for a replica (a master a
+ * failover could replace); wd_ack_queued: a renewal of e was queued on l;
+ * wd_ack_seal: the WAIT behind what was queued since the last one (0, or
+ * -1: out of memory, the link must be dropped); wd_ack_hold: an answer
+ * "renewed" waits for it (-1: no room, no credit); wd_ack_answer: the
+ * WAIT's answer (r NULL: none) settles them; wd_ack_fail_all: the link was
+ * lost; wd_ack_expire: those whose lease ran out meanwhile are lost (and
+ * *lb lowered to the earliest other end, *dead set: the link is dropped);
+ * wd_ack_forget: a fork child forgets the parent's. */
+int wd_ack_needed(const wd *w, const wd_link *l);
+void wd_ack_queued(wd *w, wd_link *l, const wd_entry *e);
+int wd_ack_seal(wd *w, wd_link *l, int64_t now);
+int wd_ack_hold(wd *w, wd_link *l, const wd_req *req);
+void wd_ack_answer(wd *w, wd_link *l, const redisReply *r, int64_t now);
+void wd_ack_fail_all(wd *w, wd_link *l, int64_t now);
+void wd_ack_expire(wd *w, wd_link *l, int64_t now, int64_t *lb, int *dead);
+void wd_ack_forget(wd *w, wd_link *l);
 
 /* wd_sched.c: with w->mu held. */
 void wd_collect(wd *w, int64_t now);

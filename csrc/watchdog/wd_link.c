@@ -30,9 +30,21 @@ static wd_req *wd_link_at(const wd_link *l, uint32_t i) {
     return &l->q[(l->head + i) % l->cap];
 }
 
+/* Room for `total` answered renewals waiting for their WAIT (wd_ack.c). */
+static int wd_link_reserve_held(wd_link *l, uint32_t total) {
+    wd_acked *p;
+    if (total <= l->held_cap) return 0;
+    p = realloc(l->held, total * sizeof *p);
+    if (p == NULL) return -1;
+    l->held = p;
+    l->held_cap = total;
+    return 0;
+}
+
 int wd_link_reserve(wd_link *l, uint32_t total) {
     uint32_t cap = l->cap ? l->cap : 64, i;
     wd_req *q;
+    if (wd_link_reserve_held(l, total) != 0) return -1;
     if (total <= l->cap) return 0;
     while (cap < total) {
         if (cap > UINT32_MAX / 2) return -1;
@@ -157,6 +169,7 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
     e->queued++;
     e->flight_end = sent_at + e->ttl_ms - lease_drift_ms(e->ttl_ms);
     w->stats.renewals++;
+    wd_ack_queued(w, l, e);
     return 0;
 }
 
@@ -199,6 +212,8 @@ void wd_link_drop(wd *w, wd_link *l, int64_t now) {
     if (w->t->mode != TOPO_SINGLE && l->c->err == CONN_ECONNECT) w->want_refresh = 1;
     conn_drop(l->c);
     l->loading = 0;
+    wd_ack_fail_all(w, l, now);
+    l->unwaited = 0;
     while (l->n > 0) {
         wd_req req = *wd_link_at(l, 0);
         l->head = (l->head + 1) % l->cap;
@@ -215,6 +230,11 @@ void wd_link_pump(wd *w, wd_link *l, int64_t now, wd_apply_fn apply) {
     short rev = l->revents;
     l->revents = 0;
     if (c->fd < 0) return;
+    /* (what wd_collect queued: its WAIT, even while connecting) */
+    if (wd_ack_seal(w, l, now) != 0) {
+        wd_link_drop(w, l, now);
+        return;
+    }
     if (c->connecting) {
         if (!(rev & (POLLOUT | POLLERR | POLLHUP))) return;
         if (conn_connect_done(c) != 0) {
@@ -259,8 +279,10 @@ void wd_link_pump(wd *w, wd_link *l, int64_t now, wd_apply_fn apply) {
         req = *wd_link_at(l, 0);
         l->head = (l->head + 1) % l->cap;
         if (--l->n == 0) l->end_lb = INT64_MAX;   /* nothing in flight */
-        /* (no e: an ASKING's +OK, or a SCRIPT LOAD's answer) */
-        if (req.e == NULL) {
+        /* (no e: an ASKING's +OK, a SCRIPT LOAD's answer, or a WAIT's) */
+        if (req.wait) {
+            wd_ack_answer(w, l, r, now);
+        } else if (req.e == NULL) {
             if (req.script != NULL) l->loading &= ~script_bit(req.script);
             conn_note_dropped(c, r);
         }
@@ -270,6 +292,11 @@ void wd_link_pump(wd *w, wd_link *l, int64_t now, wd_apply_fn apply) {
             wd_link_drop(w, l, now);
             return;
         }
+    }
+    /* (what was sent again above: its WAIT) */
+    if (c->fd >= 0 && wd_ack_seal(w, l, now) != 0) {
+        wd_link_drop(w, l, now);
+        return;
     }
     if (c->fd >= 0 && conn_flush_some(c) < 0) wd_link_drop(w, l, now);
 }
@@ -299,6 +326,7 @@ void wd_link_expire(wd *w, wd_link *l, int64_t now) {
                 }
             }
         }
+        wd_ack_expire(w, l, now, &lb, &dead);
         l->end_lb = lb;
     }
     if (!dead && l->n > 0 && w->cfg.timeout_ms > 0 &&
@@ -330,6 +358,7 @@ short wd_link_events(const wd_link *l) {
 void wd_link_free(wd_link *l) {
     conn_free(l->c);
     free(l->q);
+    free(l->held);
     topo_node_clear(&l->node);
     memset(l, 0, sizeof *l);
 }
@@ -382,7 +411,7 @@ int wd_links_sync(wd *w, int64_t now) {
         if (wd_link_find(w, &s->nodes[i])) continue;
         if (topo_node_dup(&l->node, &s->nodes[i]) != 0) goto oom;
         l->c = wd_link_conn(w, &s->nodes[i]);
-        if (l->c == NULL || wd_link_reserve(l, w->nentries * 2 + 3) != 0) goto oom;
+        if (l->c == NULL || wd_link_reserve(l, w->nentries * 2 + 5) != 0) goto oom;
         native_conn_setup(l->c, s->slot_node, i);
     }
     /* then what cannot: moving the links we keep */
@@ -392,6 +421,9 @@ int wd_links_sync(wd *w, int64_t now) {
         old = wd_link_find(w, &s->nodes[i]);
         links[i] = *old;
         memset(old, 0, sizeof *old);
+        /* (the same node, what the topology knows of it may be news: its
+         * renewals wait for replicas from now on, or no more) */
+        links[i].node.replicas = s->nodes[i].replicas;
         if (s->nodes[i].addrs.n > 0) conn_set_addrs(links[i].c, &s->nodes[i].addrs);
         native_conn_setup(links[i].c, s->slot_node, i);
     }

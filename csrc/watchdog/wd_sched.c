@@ -132,6 +132,11 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
         outcome = -1;
         contested = 0;
     }
+    if (outcome > 0 && wd_ack_needed(w, l)) {
+        /* credited once the WAIT behind it says a replica has it (wd_ack.c) */
+        if (wd_ack_hold(w, l, req) == 0) return 0;
+        outcome = -1;
+    }
     wd_outcome(w, e, outcome, req->round, req->sent_at, req->ttl_ms, now);
     if (contested) wd_contested(w, e, now);
     return (rec.todo & RECOVERY_DROP) && outcome < 0;

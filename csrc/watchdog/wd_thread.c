@@ -83,6 +83,7 @@ static void *wd_main(void *arg) {
     wd *w = arg;
     struct pollfd *pfd = NULL;
     int npfd = 0;
+    pthread_setname_np(pthread_self(), "redislock-wd");   /* (for top -H, ps -L, /proc/PID/task/TID/comm) */
     pthread_mutex_lock(&w->mu);
     while (!w->stopping) {
         int64_t now = monotime_ms(), next;

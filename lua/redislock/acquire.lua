@@ -223,6 +223,8 @@ return function(Client)
       if undo ~= false then kind.release(self, keys, token, fence) end
       return nil, "watchdog failed: " .. werr
     end
+    -- (where its renewals wait for replicas, at least as many as it asked)
+    if opts.replicas and opts.replicas > 1 then watch:replicas(opts.replicas) end
     lock._watch = watch
     self._locks[werr] = lock
     return lock

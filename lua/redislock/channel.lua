@@ -27,6 +27,13 @@
 --       core.recovery), in every transport
 --   ch:replicas(n, timeout)            -> acks | nil, err, kind
 --       WAIT n on the connection of the last script (its write)
+--   ch:wait_next(n, timeout), ch:waited() -> acks | nil, err, kind
+--       the next script call's write is followed by WAIT n on its own
+--       connection (cosockets: in the same call); waited() gives the answer
+--   ch:failover_acks(key)              -> 0 | 1
+--       replicas that must acknowledge a write on the node of key before a
+--       failover keeps it: 1 where a failover could promote one in that
+--       node's place (csrc/watchdog/wd_ack.c), else 0
 --   ch:block(key, seconds, exact, spin) -> value | false | nil, err, kind
 --       BLPOP key on a connection of its own for up to `seconds` (false:
 --       none came); exact = true: the caller's deadline ends at `seconds`,
@@ -58,8 +65,8 @@
 local _M = {}
 
 _M.METHODS = {
-  "script", "command", "deadline", "replicas", "block", "wait_try", "sleep", "watch", "losses", "fd", "stats",
-  "events", "server_info", "close", "closed",
+  "script", "command", "deadline", "replicas", "wait_next", "waited", "failover_acks", "block", "wait_try",
+  "sleep", "watch", "losses", "fd", "stats", "events", "server_info", "close", "closed",
 }
 
 --- Raises if ch lacks a method of the contract (a transport's bug).

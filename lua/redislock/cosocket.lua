@@ -453,12 +453,23 @@ end
 -- script cache is not replicated), on the node of its first key.
 function Transport:script(name, ...)
   local until_t = take_deadline(self)
+  local wait = self._wait_next
+  self._wait_next, self._waited = nil, nil
   self:_check()
   local s = type(name) == "string" and core.scripts[name]
   if not s then error("bad argument #1 to 'script' (no such script)", 2) end
   local n = select("#", ...)
   if n < s.keys then error(("script '%s' takes %d keys, got %d arguments"):format(name, s.keys, n), 2) end
   local args = to_strings(n, ...)
+  -- a WAIT asked for (wait_next) goes on the connection that wrote, once
+  -- the script ran
+  local function waited(red, res, err)
+    if wait and res ~= nil and res ~= false then
+      local acks, werr = red:wait(wait[1], wait[2])
+      self._waited = { acks, werr }
+    end
+    return res, err
+  end
   return self:_call(function(red)
     local res, err = red:evalsha(s.sha, s.keys, unpack(args, 1, n))
     if res == false and type(err) == "string" and core.recovery(self._mode, err) == "noscript" then
@@ -478,9 +489,9 @@ function Transport:script(name, ...)
       -- (an error answer comes as {false, err}; a script's array never
       -- holds false: Redis turns it into a nil bulk)
       if type(res) == "table" and res[1] == false then return false, res[2] end
-      return res
+      return waited(red, res)
     end
-    return res, err
+    return waited(red, res, err)
   end, s.keys > 0 and args[1] or nil, until_t)
 end
 
@@ -607,9 +618,31 @@ end
 function Transport.sleep(_, seconds) ngx.sleep(seconds) end
 
 --- WAIT needs the connection that made the write, and this transport takes
--- a pooled connection per call: not offered here.
+-- a pooled connection per call: not offered here (wait_next is: the WAIT
+-- goes in the script's own call).
 function Transport.replicas()
   return nil, "replicas: not offered by the cosocket transport (use the native one)", "redis"
+end
+
+--- The next script's write is followed by WAIT n on its connection, in the
+-- same call (see redislock.channel); waited() gives the answer.
+function Transport:wait_next(n, timeout)
+  self._wait_next = { n, math.max(1, math.floor(timeout * 1000 + 0.5)) }
+end
+
+function Transport:waited()
+  local w = self._waited
+  self._waited = nil
+  if not w then return nil, "connection lost: the WAIT was not sent", "connection" end
+  if not w[1] then return failed("connection lost: " .. tostring(w[2])) end
+  return tonumber(w[1])
+end
+
+--- How many replicas must acknowledge a write on the node of key before a
+-- failover keeps it: the C topology's answer (redislock.channel).
+function Transport:failover_acks(key)
+  if self._mode ~= "sentinel" and self._mode ~= "cluster" then return 0 end
+  return self._topo:failover_acks(key)
 end
 
 --- What INFO memory says (the eviction check), like the native probe.

@@ -179,11 +179,24 @@ function Lock:lease_end()
   return self._expires
 end
 
+-- How long an extend waits for the replica a failover needs (see
+-- Lock:extend) when the caller asked for no WAIT of its own: the
+-- watchdog's rule (csrc/watchdog/wd_ack.c), a tenth of the ttl within
+-- [10 ms, 500 ms].
+local function failover_wait(ttl)
+  return math.min(math.max(ttl / 10, 0.01), 0.5)
+end
+
 --- Renews the lease to ttl seconds from now, if it is still ours.
 -- syntax: ok, err = lock:extend(ttl?, {replicas=, replicas_timeout=})
 -- ttl defaults to the lock's ttl; replicas defaults to the acquire's. With
 -- replicas, fewer acknowledgements answer nil, "replicas: K of N
 -- acknowledged": the lease was extended on the master all the same.
+-- Where a failover could put a replica in the master's place (Sentinel,
+-- Cluster with replicas), the new lease counts only once a replica has it,
+-- as the watchdog's renewals: without that acknowledgement the lock keeps
+-- the lease it had and the answer is nil, "replicas: 0 of 1 acknowledged
+-- ...", kind "replicas".
 function Lock:extend(ttl, opts)
   if ttl == nil then ttl = self.ttl end
   _M.check_ttl("extend", ttl)
@@ -196,6 +209,12 @@ function Lock:extend(ttl, opts)
   client:poll()
   -- A lost lock stays lost: the caller may already have acted on the loss.
   if self._state ~= "held" or self._pid ~= getpid() then return nil, "not held", "not held" end
+  -- (the replica a failover needs: 0 or 1, by the node of the key)
+  local need = ch:failover_acks(self._kind.key(self._keys))
+  local want = math.max(replicas or 0, need)
+  if want > 0 then
+    ch:wait_next(want, (replicas or 0) > 0 and replicas_timeout or failover_wait(ttl))
+  end
   local t0 = monotime()
   local r, err, kind = self._kind.extend(ch, self._keys, self.token, ttl_arg(ttl), self.fence)
   if not r then return errors.fail(err, kind) end
@@ -203,11 +222,25 @@ function Lock:extend(ttl, opts)
     self:_lose("not held")
     return nil, "not held", "not held"
   end
+  local acks, werr, wkind
+  if want > 0 then acks, werr, wkind = ch:waited() end
+  if need > 0 and not (acks and acks >= need) then
+    -- Extended on the master, but no replica has it: a failover now would
+    -- lose it, so the lease stays what it was.
+    if not acks then return errors.fail(werr, wkind) end
+    return errors.fail(string.format("replicas: %d of %d acknowledged: the lease counts as before"
+      .. " (a failover could lose this extend)", acks, need), "replicas")
+  end
   self.ttl = ttl
   self._expires = lease_end(t0, ttl)
   if self._watch then self._watch:renewed(ttl, self._expires, t0) end
   metrics.extended(self)   -- [metrics]
-  if replicas and replicas > 0 then return _M.wait_replicas(ch, replicas, replicas_timeout) end
+  if replicas and replicas > 0 then
+    if not acks then return errors.fail(werr, wkind) end
+    if acks < replicas then
+      return errors.fail(string.format("replicas: %d of %d acknowledged", acks, replicas))
+    end
+  end
   return true
 end
 

@@ -183,6 +183,8 @@ local COUNTERS = {
   { "renewals", "renewals", "Renewals the watchdog sent." },
   { "renewal_round_trips", "round_trips", "Watchdog passes that sent renewals (one pipeline each)." },
   { "renewal_failures", "failures", "Watchdog renewals that got no usable answer." },
+  { "renewal_waits", "renewal_waits", "WAITs the watchdog sent behind renewals on a master a failover could replace." },
+  { "renewals_unacked", "renewals_unacked", "Watchdog renewals not credited: no replica acknowledged them." },
   { "watchdog_losses", "lost", "Leases the watchdog found lost, by reason.", "reason" },
   { "noscript_reloads", "noscript_reloads", "Scripts sent again after a NOSCRIPT reply (SCRIPT LOAD + EVAL)." },
   { "reconnects", "reconnects", "Connections made again after one was lost (client and watchdog)." },

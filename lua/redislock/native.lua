@@ -5,18 +5,19 @@
 -- The channel is the C client itself: it implements the contract's
 -- methods (script, command, replicas, watch, losses, fd, stats, events,
 -- server_info, closed), so the hot path calls C with no Lua layer between.
--- This file adds to the C clients' method table the four it does in Lua:
+-- This file adds to the C clients' method table the ones it does in Lua:
 -- block (waiting for a release blocks on a second connection of its own,
 -- made at the first wait, so a BLPOP never holds up the main one; the
 -- watchdog has its own anyway), wait_try (the same wait with the next
--- attempt queued behind it), sleep, and a close that closes that wait
--- connection too.
+-- attempt queued behind it), sleep, wait_next and waited (a WAIT after a
+-- script), and a close that closes that wait connection too.
 
 local core = require "redislock.core"
 
 local _M = {}
 
 local waits = setmetatable({}, { __mode = "k" })   -- client -> its wait connection
+local wait_next = setmetatable({}, { __mode = "k" })   -- client -> { n, timeout } (wait_next)
 
 --- BLPOP key for up to `seconds` on the wait connection. Returns the
 -- popped value, false when the time passed without one, or nil, err, kind.
@@ -59,6 +60,18 @@ end
 
 local function sleep(_, seconds) core.sleep(seconds) end
 
+--- The next script's write is to be acknowledged by `n` replicas within
+-- `timeout` seconds: waited() asks (WAIT on the connection of the last
+-- script, the one that wrote).
+local function set_wait_next(self, n, timeout) wait_next[self] = { n, timeout } end
+
+local function waited(self)
+  local w = wait_next[self]
+  wait_next[self] = nil
+  if not w then return nil, "redis error: no WAIT was asked for", "redis" end
+  return self:replicas(w[1], w[2])
+end
+
 -- Installs block, sleep and close in the C clients' method table, once.
 local installed = false
 local function install(client)
@@ -68,6 +81,8 @@ local function install(client)
   methods.block = block
   methods.wait_try = wait_try
   methods.sleep = sleep
+  methods.wait_next = set_wait_next
+  methods.waited = waited
   methods.close = function(self)
     local w = waits[self]
     if w then

@@ -95,6 +95,7 @@ function _M.install(Client)
     if opts.watchdog ~= false and not g.watch then
       local watch, err = self._conn:watch(keys.lock, token, ttl, expires, hold_until, "extend")
       if not watch then return nil, err end
+      if opts.replicas and opts.replicas > 1 then watch:replicas(opts.replicas) end
       g.watch = watch
       self._locks[err] = g   -- (err: the watch's id)
       for hold in pairs(g._holds) do hold._watch = watch end

@@ -28,11 +28,13 @@ function M.seeds(sen)
 end
 
 --- A rival process (spec/support/failover_rival.lua) trying `name` every
--- 50 ms through the sentinels; mode "keep" (one client) or "fresh" (a new
--- client per try). Returns the Proc once it has started.
-function M.spawn_rival(seeds, name, ttl, mode)
-  local p = helpers.spawn(helpers.lua_cmd("spec/support/failover_rival.lua", table.concat(seeds, ","), name,
-    ttl, mode))
+-- `interval` seconds (default 0.05) through the sentinels (`seeds`, a list)
+-- or straight to one node (`seeds`, a URL); mode "keep" (one client) or
+-- "fresh" (a new client per try). Returns the Proc once it has started.
+function M.spawn_rival(seeds, name, ttl, mode, interval)
+  local where = type(seeds) == "table" and table.concat(seeds, ",") or seeds
+  local p = helpers.spawn(helpers.lua_cmd("spec/support/failover_rival.lua", where, name, ttl, mode,
+    interval or 0.05))
   p.mode = mode
   assert(helpers.wait_until(function() return p:stdout():find("^start ") or not p:alive() end, 10, 0.02)
     and p:alive(), "rival did not start: " .. p:stderr())

@@ -288,4 +288,65 @@ describe("cosocket transport over Cluster and Sentinel (nginx)", function()
     assert(not w.grant.fail, "the grant after the switch failed: " .. tostring(w.grant.fail))
     assert.is_true(w.grant.on_new, "the grant after the switch is not on the new master")
   end)
+
+  -- Issue 29 (spec/35-sentinel_hung_spec.lua) through the cosocket
+  -- transport: a lock held in nginx, ttl 3 s, through SENTINEL FAILOVER
+  -- with one sentinel SIGSTOPped (hung, not dead), while a rival connected
+  -- straight to the replica's address tries the name every 10 ms. The spec
+  -- samples held() over HTTP. 0 rival grants while held.
+  it("Sentinel: one sentinel hung through SENTINEL FAILOVER, no rival grant while held (issue 29)", function()
+    local TTL = 3
+    local frep = topology.start_replicated { replicas = 1 }
+    local old, new = frep.master, frep.replicas[1]
+    local fsen, rival
+    finally(function()
+      if rival then rival:stop() end
+      if fsen then
+        for _, s in ipairs(fsen.list) do s:kill("CONT") end
+        fsen:stop()
+      end
+      frep:stop()
+    end)
+    fsen = topology.start_sentinels { master = old, down_after_ms = 1000, failover_timeout_ms = 4000,
+                                      servers = { old, new } }
+    local ports = {}
+    for i, a in ipairs(fsen:addrs()) do ports[i] = a.port end
+    local name = "co-hung"
+    local reply = nginx:get("/fo/acquire?ttl=" .. TTL .. "&ports=" .. table.concat(ports, ",") .. "&name=" .. name)
+    local t_acq = helpers.monotime()
+    local token, key = reply:match("^ok (%x+) (%S+)$")
+    assert(token, reply)
+    rival = failover.spawn_rival("redis://" .. new.host .. ":" .. new.port, name, 2, "keep", 0.01)
+    local samples = {}
+    local function sample()
+      local t = helpers.monotime()
+      samples[#samples + 1] = { t, nginx:get("/held?name=" .. name) == "true" }
+    end
+    sample()
+    local healthy = { fsen.list[1], fsen.list[3] }
+    fsen.list[2]:kill("STOP")
+    local t_fault = helpers.monotime()
+    local done, out = fsen:failover(healthy[1])
+    assert(done, "SENTINEL FAILOVER: " .. tostring(out))
+    -- until Sentinel demotes the old master (about 10 s), and 2 s more
+    local demoted
+    while helpers.monotime() < t_fault + 20 and not (demoted and helpers.monotime() > demoted + 2) do
+      sample()
+      if not demoted and topology.role(old) == "slave" then demoted = helpers.monotime() end
+      helpers.sleep(0.05)
+    end
+    fsen.list[2]:kill("CONT")
+    rival:kill("TERM")
+    rival:wait(5)
+    local grants = failover.rival_grants(rival:stdout())
+    local bad, _, last_true = failover.grants_while_held(t_acq, samples, grants)
+    print(("\n# nginx, cosocket transport, sentinel 2 hung: rival grants while held %d of %d;"
+      .. " held() true until +%s; demoted +%s"):format(bad, #grants,
+      failover.seconds(last_true and last_true - t_fault), failover.seconds(demoted and demoted - t_fault)))
+    assert.equal(0, bad, "rival grants while the lock held in nginx was held()")
+    if samples[#samples][2] then
+      assert.equal(token, (new:cli_raw("GET", key)), "held in nginx, but not the holder's on the new master")
+      assert.equal("true", nginx:get("/release?name=" .. name))
+    end
+  end)
 end)

@@ -1,0 +1,161 @@
+/*
+ * wd_ack.c: a renewal earns credit only once a replica has it (see
+ * wd_internal.h's wd_ack_*). All with w->mu held.
+ *
+ * Why. Under Sentinel (and Cluster) a failover promotes a replica, and
+ * whatever the old master took after the replica stopped following it is
+ * lost. The old master goes on answering as a master for seconds after the
+ * promotion (until Sentinel demotes it), and a client that has not heard of
+ * the failover yet (its sentinels slow, hung or unreachable) keeps renewing
+ * there: each renewal answers 1, but the promoted replica never sees it, so
+ * the key there runs out at the end of the last renewal it did see, and
+ * another client is granted the name there while our held() says true.
+ *
+ * The rule: on a master a failover could replace (a Sentinel master whose
+ * sentinels know a replica of it; a Cluster master that CLUSTER SLOTS lists
+ * with replicas: topo_node.replicas), the renewals queued on a link are
+ * followed by one WAIT (one for the whole batch: a round trip's cost, not
+ * one per lock), and a renewal's answer is held here until that WAIT
+ * answers. It is credited only when at least max(1, the lock's `replicas`)
+ * replicas acknowledged it; otherwise it is a renewal that got no usable
+ * answer (retried, and the lease runs out on our clock where it ran out on
+ * the replica's). So the lease we count on is never longer than the one a
+ * replica holds: once the replica that will be promoted stopped following
+ * the master (it is promoted: it follows nobody), WAIT on the old master
+ * counts it no more, and nothing renewed there is credited.
+ *
+ * One acknowledgement, not all: Sentinel promotes the replica with the
+ * highest replication offset among those it can reach, so one replica that
+ * has a renewal is enough for the promoted one to have it too (unless a
+ * replica-priority overrides the offset, see docs/topology.md); requiring
+ * every replica would cost every lock the moment one replica is down. A
+ * master with no replica cannot be failed over to anything: nothing is
+ * waited for there (and nothing is promised beyond that master's life).
+ */
+#include "wd_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "resp.h"
+
+#define WD_ACK_MIN_MS 10      /* the shortest WAIT timeout */
+#define WD_ACK_MAX_MS 500     /* the longest */
+
+int wd_ack_needed(const wd *w, const wd_link *l) {
+    return (w->t->mode == TOPO_SENTINEL || w->t->mode == TOPO_CLUSTER) && l->node.replicas != 0;
+}
+
+/* How long a WAIT for e's renewal may block its link: a tenth of its ttl
+ * (its retry interval), within [WD_ACK_MIN_MS, WD_ACK_MAX_MS], and well
+ * inside the link's reply timeout. */
+static int64_t wd_ack_wait_ms(const wd *w, const wd_entry *e) {
+    int64_t ms = e->ttl_ms / 10;
+    if (ms < WD_ACK_MIN_MS) ms = WD_ACK_MIN_MS;
+    if (ms > WD_ACK_MAX_MS) ms = WD_ACK_MAX_MS;
+    if (w->cfg.timeout_ms > 0 && ms > w->cfg.timeout_ms / 2) ms = w->cfg.timeout_ms / 2;
+    return ms > 0 ? ms : 1;   /* (WAIT's 0 is "forever") */
+}
+
+static int wd_ack_need(const wd_entry *e) {
+    return e->replicas > 1 ? e->replicas : 1;
+}
+
+void wd_ack_queued(wd *w, wd_link *l, const wd_entry *e) {
+    int64_t ms;
+    if (!wd_ack_needed(w, l)) return;
+    ms = wd_ack_wait_ms(w, e);
+    if (l->unwaited == 0 || ms < l->wait_ms) l->wait_ms = ms;
+    if (l->unwaited == 0 || wd_ack_need(e) > l->wait_need) l->wait_need = wd_ack_need(e);
+    l->unwaited++;
+}
+
+int wd_ack_seal(wd *w, wd_link *l, int64_t now) {
+    char n_txt[24], ms_txt[24];
+    const char *argv[3];
+    size_t lens[3];
+    uint64_t from;
+    wd_req *req;
+    if (l->unwaited == 0 || l->c->fd < 0) return 0;
+    if (l->n + 1 > l->cap && wd_link_reserve(l, l->n + 1) != 0) return -1;
+    argv[0] = "WAIT";
+    lens[0] = 4;
+    argv[1] = n_txt;
+    lens[1] = resp_i64(n_txt, l->wait_need);
+    argv[2] = ms_txt;
+    lens[2] = resp_i64(ms_txt, l->wait_ms);
+    from = l->c->queued_total;
+    if (conn_append(l->c, 3, argv, lens) != 0) return -1;
+    req = &l->q[(l->head + l->n++) % l->cap];
+    memset(req, 0, sizeof *req);
+    req->wait = 1;
+    req->sent_at = now;   /* (the reply timeout counts from here) */
+    req->from = from;
+    req->to = l->c->queued_total;
+    l->unwaited = 0;
+    w->stats.waits++;
+    return 0;
+}
+
+int wd_ack_hold(wd *w, wd_link *l, const wd_req *req) {
+    wd_acked *a;
+    (void)w;
+    if (l->nheld == l->held_cap) {
+        uint32_t cap = l->held_cap ? l->held_cap * 2 : 64;
+        wd_acked *p = realloc(l->held, cap * sizeof *p);
+        if (p == NULL) return -1;
+        l->held = p;
+        l->held_cap = cap;
+    }
+    a = &l->held[l->nheld++];
+    a->e = req->e;
+    a->round = req->round;
+    a->sent_at = req->sent_at;
+    a->ttl_ms = req->ttl_ms;
+    a->doubts = req->doubts;
+    if (req->e->lease_end < l->end_lb) l->end_lb = req->e->lease_end;
+    return 0;
+}
+
+void wd_ack_answer(wd *w, wd_link *l, const redisReply *r, int64_t now) {
+    long long acks = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    uint32_t i, n = l->nheld;
+    l->nheld = 0;
+    for (i = 0; i < n; i++) {
+        const wd_acked *a = &l->held[i];
+        int ok = acks >= wd_ack_need(a->e);
+        /* (a doubt cast since it was sent: as in wd_apply_reply) */
+        if (w->t->mode == TOPO_SENTINEL && a->doubts != topo_doubts(w->t)) ok = 0;
+        if (!ok) w->stats.unacked++;
+        wd_outcome(w, a->e, ok ? 1 : -1, a->round, a->sent_at, a->ttl_ms, now);
+    }
+}
+
+void wd_ack_fail_all(wd *w, wd_link *l, int64_t now) {
+    wd_ack_answer(w, l, NULL, now);
+}
+
+void wd_ack_expire(wd *w, wd_link *l, int64_t now, int64_t *lb, int *dead) {
+    uint32_t i;
+    for (i = 0; i < l->nheld; i++) {
+        wd_entry *e = l->held[i].e;
+        if (e->orphaned || e->state != WD_HELD) continue;
+        if (now >= e->lease_end) {
+            wd_mark_lost(w, e, WD_UNREACHABLE);
+            *dead = 1;
+        } else if (e->lease_end < *lb) {
+            *lb = e->lease_end;
+        }
+    }
+}
+
+void wd_ack_forget(wd *w, wd_link *l) {
+    uint32_t i;
+    for (i = 0; i < l->nheld; i++) {
+        wd_entry *e = l->held[i].e;
+        if (e->queued > 0) e->queued--;
+        if (e->orphaned && e->queued == 0) wd_entry_free(w, e);
+    }
+    l->nheld = 0;
+    l->unwaited = 0;
+}
