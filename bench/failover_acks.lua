@@ -36,35 +36,6 @@ local TTL = tonumber(arg and arg[2]) or 3
 local PERIODS = tonumber(arg and arg[3]) or 5
 local printf = lib.printf
 
-local function fields(line)
-  local t = {}
-  for k, v in line:gmatch("([%w_]+)=(%S+)") do t[k] = tonumber(v) or v end
-  return t
-end
-
-local function run(url, srv, cpu)
-  local p = helpers.spawn("taskset -c " .. cpu .. " " ..
-    helpers.lua_cmd("bench/hold_worker.lua", "passes", url, N, TTL, PERIODS, srv.pid, srv.url))
-  local code = p:wait(120 + 10 * TTL)
-  local out, err = p:stdout(), p:stderr()
-  p:stop()
-  local w = fields(out:match("window ([^\n]+)") or "")
-  local passes = {}
-  for rest in out:gmatch("pass ([^\n]+)") do passes[#passes + 1] = fields(rest) end
-  if code ~= 0 or not w.renewals or #passes == 0 then
-    return nil, ("exited %s: %s"):format(tostring(code), err:sub(1, 300))
-  end
-  local ren, wd_cpu, srv_cpu = 0, 0, 0
-  for _, x in ipairs(passes) do
-    ren, wd_cpu, srv_cpu = ren + x.renewals, wd_cpu + x.cpu_s, srv_cpu + x.srv_cpu_s
-    x.rate = x.renewals / x.seconds
-  end
-  table.sort(passes, function(a, b) return a.rate < b.rate end)
-  local rate = passes[math.ceil(#passes / 2)].rate
-  return { rate = rate, ms = N / rate * 1000, rt = w.pipelines / w.renewals * N,
-           client_us = wd_cpu / ren * 1e6, server_us = srv_cpu / ren * 1e6 }
-end
-
 local function main()
   local rep = topology.start_replicated { replicas = 1 }
   local sen = topology.start_sentinels { master = rep.master }
@@ -80,7 +51,7 @@ local function main()
   }
   local failed = false
   for _, v in ipairs(variants) do
-    v.r, v.err = run(v.url, master, cpu)
+    v.r, v.err = lib.watchdog_passes(cpu, v.url, N, TTL, PERIODS, master.pid, master.url)
     failed = failed or not v.r
     assert(master:call("FLUSHALL"))
     topology.wait_replicas_synced(master, rep.replicas, 10)

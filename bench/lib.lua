@@ -39,6 +39,42 @@ function M.loadavg()
   return (s:match("^(%S+ %S+ %S+)")) or s
 end
 
+-- A worker's "key=value ..." line as a table (numbers where they read as one).
+function M.fields(line)
+  local t = {}
+  for k, v in line:gmatch("([%w_]+)=(%S+)") do t[k] = tonumber(v) or v end
+  return t
+end
+
+--- bench/hold_worker.lua "passes" MODE URL N TTL PERIODS SERVER_PID
+-- [SERVER_URL], on CPU `cpu`, summed up as bench/renew.lua reports a
+-- variant: { rate (renewals/s, the median pass), ms (to renew all n), rt
+-- (round trips per n), client_us, server_us (CPU per renewal), passes (per
+-- period) }, or nil and why it failed.
+function M.watchdog_passes(cpu, url, n, ttl, periods, srv_pid, srv_url)
+  local p = helpers.spawn("taskset -c " .. cpu .. " " ..
+    helpers.lua_cmd("bench/hold_worker.lua", "passes", url, n, ttl, periods, srv_pid, srv_url))
+  local code = p:wait(120 + 10 * ttl)
+  local out, err = p:stdout(), p:stderr()
+  p:stop()
+  local w = M.fields(out:match("window ([^\n]+)") or "")
+  local passes = {}
+  for rest in out:gmatch("pass ([^\n]+)") do passes[#passes + 1] = M.fields(rest) end
+  if code ~= 0 or not w.renewals then return nil, ("exited %s: %s"):format(tostring(code), err:sub(1, 300)) end
+  local ren, wd_cpu, srv_cpu = 0, 0, 0
+  for _, x in ipairs(passes) do
+    ren, wd_cpu, srv_cpu = ren + x.renewals, wd_cpu + x.cpu_s, srv_cpu + x.srv_cpu_s
+    x.rate = x.renewals / x.seconds
+  end
+  if ren == 0 or w.failures > 0 then
+    return nil, ("%d passes, %d renewals, %d failures"):format(#passes, ren, w.failures)
+  end
+  table.sort(passes, function(a, b) return a.rate < b.rate end)
+  local rate = passes[math.ceil(#passes / 2)].rate   -- the median pass
+  return { rate = rate, ms = n / rate * 1000, rt = w.pipelines / w.renewals * n, client_us = wd_cpu / ren * 1e6,
+           server_us = srv_cpu / ren * 1e6, passes = #passes / w.periods }
+end
+
 -- Builds a C baseline on hiredis into bench/out/.
 function M.build_c(src, bin)
   local out, code = helpers.sh("mkdir -p bench/out && cc -O2 -Wall -Wextra " ..

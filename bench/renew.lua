@@ -68,11 +68,7 @@ local printf, quote = lib.printf, helpers.quote
 
 local failed = false
 
-local function fields(line)
-  local t = {}
-  for k, v in line:gmatch("([%w_]+)=(%S+)") do t[k] = tonumber(v) or v end
-  return t
-end
+local fields = lib.fields
 
 -- One run of the raw program: its rounds by kind, or nil and an error.
 local function raw_rounds(srv, cpu)
@@ -114,39 +110,13 @@ local function summarize_raw(runs)
 end
 
 local function run_watchdog(srv, cpu)
-  local cmd = "taskset -c " .. cpu .. " " ..
-    helpers.lua_cmd("bench/hold_worker.lua", "passes", srv.url, N, TTL, PERIODS, srv.pid)
-  local p = helpers.spawn(cmd)
-  local code = p:wait(120 + 10 * TTL)
-  local out, err = p:stdout(), p:stderr()
-  p:stop()
-  local w = fields(out:match("window ([^\n]+)") or "")
-  local passes = {}
-  for rest in out:gmatch("pass ([^\n]+)") do passes[#passes + 1] = fields(rest) end
-  if code ~= 0 or not w.renewals then
+  local r, err = lib.watchdog_passes(cpu, srv.url, N, TTL, PERIODS, srv.pid)
+  if not r then
     failed = true
-    return { name = "watchdog", error = ("exited %s: %s"):format(tostring(code), err:sub(1, 300)) }
+    return { name = "watchdog", error = err }
   end
-  local ren, wd_cpu, srv_cpu = 0, 0, 0
-  for _, x in ipairs(passes) do
-    ren, wd_cpu, srv_cpu = ren + x.renewals, wd_cpu + x.cpu_s, srv_cpu + x.srv_cpu_s
-    x.rate = x.renewals / x.seconds
-  end
-  if ren == 0 or w.failures > 0 then
-    failed = true
-    return { name = "watchdog", error = ("%d passes, %d renewals, %d failures"):format(#passes, ren, w.failures) }
-  end
-  table.sort(passes, function(a, b) return a.rate < b.rate end)
-  local rate = passes[math.ceil(#passes / 2)].rate   -- the median pass, as raw's median round
-  return {
-    name = "watchdog",
-    rate = rate,
-    ms = N / rate * 1000,
-    rt = w.pipelines / w.renewals * N,
-    client_us = wd_cpu / ren * 1e6,
-    server_us = srv_cpu / ren * 1e6,
-    passes = #passes / w.periods,
-  }
+  r.name = "watchdog"
+  return r
 end
 
 local function main()

@@ -56,11 +56,7 @@ local printf = lib.printf
 
 local failed = false
 
-local function fields(line)
-  local t = {}
-  for k, v in line:gmatch("([%w_]+)=(%S+)") do t[k] = tonumber(v) or v end
-  return t
-end
+local fields = lib.fields
 
 local function run(srv, n, periods, cpu)
   local p = helpers.spawn("taskset -c " .. cpu .. " " ..

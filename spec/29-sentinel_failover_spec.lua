@@ -53,14 +53,9 @@ describe("Sentinel failover with a replicated lock (issue 22)", function()
       f:close()
     end
 
-    holder = helpers.spawn(helpers.lua_cmd("spec/support/failover_holder.lua", table.concat(seeds, ","), name,
-      TTL, control))
     local t_acq, key, token
-    assert(helpers.wait_until(function()
-      t_acq, key, token = holder:stdout():match("acquired (%S+) (%S+) (%x+)")
-      return t_acq or not holder:alive()
-    end, 15, 0.02) and t_acq, "holder did not acquire: " .. holder:stderr())
-    t_acq = tonumber(t_acq)
+    holder, t_acq, key, token = failover.spawn_holder("spec/support/failover_holder.lua", table.concat(seeds, ","),
+      name, TTL, control)
     -- replicated: WAIT 1 acknowledged it, the replica has it
     assert.equal(token, (new:cli_raw("GET", key)))
     for i, mode in ipairs { "keep", "fresh" } do

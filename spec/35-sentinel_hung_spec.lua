@@ -47,13 +47,8 @@ describe("Sentinel failover with one sentinel hung (issue 29)", function()
                                      servers = { old, new } }
     local url = "redis+sentinel://" .. table.concat(failover.seeds(sen), ",") .. "/mymaster"
     local name = "hung:" .. tostring(hung) .. ":" .. replicas
-    holder = helpers.spawn(helpers.lua_cmd("spec/support/hung_holder.lua", url, name, TTL, replicas))
     local t_acq, key, token
-    assert(helpers.wait_until(function()
-      t_acq, key, token = holder:stdout():match("acquired (%S+) (%S+) (%x+)")
-      return t_acq or not holder:alive()
-    end, 15, 0.02) and t_acq, "holder did not acquire: " .. holder:stderr())
-    t_acq = tonumber(t_acq)
+    holder, t_acq, key, token = failover.spawn_holder("spec/support/hung_holder.lua", url, name, TTL, replicas)
     rival = failover.spawn_rival("redis://" .. new.host .. ":" .. new.port, name, 2, "keep", 0.01)
 
     -- the healthy sentinels: the watch asks only them (a hung one never answers)
@@ -143,12 +138,8 @@ describe("a renewal no replica acknowledged earns no credit (issue 29)", functio
       rep:stop()
     end)
     sen = topology.start_sentinels { master = old, servers = { old, new } }
-    holder = helpers.spawn(helpers.lua_cmd("spec/support/hung_holder.lua", sentinel_url(sen), "stall", 1, 0))
     local t_acq
-    assert(helpers.wait_until(function()
-      t_acq = holder:stdout():match("acquired (%S+)")
-      return t_acq or not holder:alive()
-    end, 15, 0.02) and t_acq, "holder did not acquire: " .. holder:stderr())
+    holder, t_acq = failover.spawn_holder("spec/support/hung_holder.lua", sentinel_url(sen), "stall", 1, 0)
     helpers.sleep(0.7)   -- (two renewals, acknowledged)
     -- Replication stalls (the link stays open: the master still counts
     -- the replica as connected), and the replica takes over by hand with
@@ -167,7 +158,7 @@ describe("a renewal no replica acknowledged earns no credit (issue 29)", functio
     holder:wait(5)
     local log = holder:stdout()
     local grants = failover.rival_grants(rival:stdout())
-    local bad, _, last_true = failover.grants_while_held(tonumber(t_acq), failover.held_samples(log), grants)
+    local bad, _, last_true = failover.grants_while_held(t_acq, failover.held_samples(log), grants)
     local t_lost, reason = log:match("\nlost (%S+) ([^\n]+)")
     print(("\n# link stalled: rival grants while held %d of %d (first +%s); held() true until +%s; lost %s"):format(
       bad, #grants, grants[1] and failover.seconds(grants[1][2] - t_stall) or "never",

@@ -253,6 +253,24 @@ static int ask_send(const topo_src *src, sentinel_ask *a, const char *sub) {
     return 0;
 }
 
+conn *sentinel_seed_conn(const topo_src *src, const topo_node *s, long timeout_ms) {
+    conn_config cfg;
+    conn *c;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.host = s->host;
+    cfg.port = s->port;
+    cfg.username = (char *)src->sentinel_user;
+    cfg.password = (char *)src->sentinel_pass;
+    cfg.tls = src->sentinel_tls;
+    cfg.connect_timeout_ms = timeout_ms;
+    cfg.timeout_ms = timeout_ms;
+    c = conn_new(&cfg);
+    if (c == NULL) return NULL;
+    c->may_resolve = 0;
+    conn_set_addrs(c, &s->addrs);
+    return c;
+}
+
 /* Starts asking seed i: its address (resolved as may_resolve allows, and
  * kept for the others), a connection (the pool's, else a new one), and
  * SENTINEL MASTER and SENTINEL REPLICAS queued on it. Never blocks but to
@@ -260,7 +278,6 @@ static int ask_send(const topo_src *src, sentinel_ask *a, const char *sub) {
 static void ask_start(const topo_src *src, sentinel_pool *pool, int i, int may_resolve, int64_t deadline,
                       sentinel_ask *a) {
     topo_node s;
-    conn_config cfg;
     int64_t own = monotime_us() + (int64_t)sentinel_try_ms(src) * 1000;
     memset(a, 0, sizeof *a);
     a->state = ASK_PENDING;
@@ -281,21 +298,11 @@ static void ask_start(const topo_src *src, sentinel_pool *pool, int i, int may_r
     a->slot = pool && i < pool->n ? &pool->seeds[i] : NULL;
     a->c = a->slot ? *a->slot : NULL;
     if (a->c == NULL) {
-        memset(&cfg, 0, sizeof cfg);
-        cfg.host = s.host;
-        cfg.port = s.port;
-        cfg.username = (char *)src->sentinel_user;
-        cfg.password = (char *)src->sentinel_pass;
-        cfg.tls = src->sentinel_tls;
-        cfg.connect_timeout_ms = sentinel_try_ms(src);
-        cfg.timeout_ms = sentinel_try_ms(src);
-        a->c = conn_new(&cfg);
+        a->c = sentinel_seed_conn(src, &s, sentinel_try_ms(src));
         if (a->c == NULL) {
             ask_unreachable(a, "out of memory");
             return;
         }
-        a->c->may_resolve = 0;
-        conn_set_addrs(a->c, &s.addrs);
         if (a->slot) *a->slot = a->c;
     }
     conn_check_idle(a->c);   /* (closed by the sentinel since the last pass) */

@@ -51,6 +51,11 @@ void sentinel_pool_free(sentinel_pool *p);
 int sentinel_pass(const topo_src *src, sentinel_pool *pool, int may_resolve, int64_t deadline, topo_snap **out,
                   char *err, size_t errlen, const char **kind);
 
+/* A new, unconnected conn to sentinel s (resolved: s->addrs) with the
+ * sentinels' credentials and TLS, timeout_ms for its connect and for each
+ * reply. NULL when out of memory. */
+conn *sentinel_seed_conn(const topo_src *src, const topo_node *s, long timeout_ms);
+
 /* Passes until one confirms a master or deadline: 0 with *out, or -1 with
  * err ("no sentinel reachable: ...", "master name unknown: ...", "failover
  * in progress: ...", "master not confirmed: ...") and *kind. */

@@ -53,7 +53,6 @@ struct sentinel_watch {
 static void sw_subscribe_one(sentinel_watch *sw, int i, int64_t now) {
     const topo_src *src = &sw->src;
     topo_node s;
-    conn_config cfg;
     conn *c = sw->subs[i];
     size_t lens[SW_NCHANNELS + 1];
     int k;
@@ -63,18 +62,8 @@ static void sw_subscribe_one(sentinel_watch *sw, int i, int64_t now) {
         s = src->seeds[i];   /* shallow: seeds live as long as the topology */
         pthread_mutex_unlock(src->mu);
         if (s.addrs.n == 0) return;   /* not resolved yet (the thread may not) */
-        memset(&cfg, 0, sizeof cfg);
-        cfg.host = s.host;
-        cfg.port = s.port;
-        cfg.username = (char *)src->sentinel_user;
-        cfg.password = (char *)src->sentinel_pass;
-        cfg.tls = src->sentinel_tls;
-        cfg.connect_timeout_ms = SW_SUB_TRY_MS;
-        cfg.timeout_ms = SW_SUB_TRY_MS;
-        c = conn_new(&cfg);
+        c = sentinel_seed_conn(src, &s, SW_SUB_TRY_MS);
         if (c == NULL) return;
-        c->may_resolve = 0;
-        conn_set_addrs(c, &s.addrs);
         sw->subs[i] = c;
     }
     for (k = 0; k <= SW_NCHANNELS; k++) lens[k] = strlen(sw_channels[k]);

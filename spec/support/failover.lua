@@ -41,6 +41,20 @@ function M.spawn_rival(seeds, name, ttl, mode, interval)
   return p
 end
 
+--- A holder process (`script` with its arguments: failover_holder.lua,
+-- hung_holder.lua) started, and its grant: the Proc, then the time it
+-- printed "acquired T KEY TOKEN" with, the key and the token. Raises if it
+-- did not acquire within 15 s.
+function M.spawn_holder(script, ...)
+  local holder = helpers.spawn(helpers.lua_cmd(script, ...))
+  local t, key, token
+  assert(helpers.wait_until(function()
+    t, key, token = holder:stdout():match("acquired (%S+) (%S+) (%x+)")
+    return t or not holder:alive()
+  end, 15, 0.02) and t, "holder did not acquire: " .. holder:stderr())
+  return holder, tonumber(t), key, token
+end
+
 --- The grants a rival logged: { {t0, t1, token}, ... }.
 function M.rival_grants(text)
   local list = {}
