@@ -35,9 +35,6 @@
 #include "wd_internal.h"
 
 #include <stdlib.h>
-#include <string.h>
-
-#include "resp.h"
 
 #define WD_ACK_MIN_MS 10      /* the shortest WAIT timeout */
 #define WD_ACK_MAX_MS 500     /* the longest */
@@ -70,31 +67,12 @@ void wd_ack_queued(wd *w, wd_link *l, const wd_entry *e) {
     l->unwaited++;
 }
 
-int wd_ack_seal(wd *w, wd_link *l, int64_t now) {
-    char n_txt[24], ms_txt[24];
-    const char *argv[3];
-    size_t lens[3];
-    uint64_t from;
-    wd_req *req;
-    if (l->unwaited == 0 || l->c->fd < 0) return 0;
-    if (l->n + 1 > l->cap && wd_link_reserve(l, l->n + 1) != 0) return -1;
-    argv[0] = "WAIT";
-    lens[0] = 4;
-    argv[1] = n_txt;
-    lens[1] = resp_i64(n_txt, l->wait_need);
-    argv[2] = ms_txt;
-    lens[2] = resp_i64(ms_txt, l->wait_ms);
-    from = l->c->queued_total;
-    if (conn_append(l->c, 3, argv, lens) != 0) return -1;
-    req = &l->q[(l->head + l->n++) % l->cap];
-    memset(req, 0, sizeof *req);
-    req->wait = 1;
-    req->sent_at = now;   /* (the reply timeout counts from here) */
-    req->from = from;
-    req->to = l->c->queued_total;
+int wd_ack_due(wd_link *l, int *need, int64_t *ms) {
+    if (l->unwaited == 0) return 0;
+    *need = l->wait_need;
+    *ms = l->wait_ms;
     l->unwaited = 0;
-    w->stats.waits++;
-    return 0;
+    return 1;
 }
 
 int wd_ack_hold(wd *w, wd_link *l, const wd_req *req) {

@@ -136,8 +136,8 @@ void wd_lease_lowered(wd *w, int64_t lease_end);
 /* wd_ack.c: a renewal is credited once a replica has it, with w->mu held.
  * wd_ack_needed: whether renewals on l wait for a replica (a master a
  * failover could replace); wd_ack_queued: a renewal of e was queued on l;
- * wd_ack_seal: the WAIT behind what was queued since the last one (0, or
- * -1: out of memory, the link must be dropped); wd_ack_hold: an answer
+ * wd_ack_due: 1 when those queued since the last WAIT want one (WAIT
+ * *need *ms, which wd_link_pump sends behind them), else 0; wd_ack_hold: an answer
  * "renewed" waits for it (-1: no room, no credit); wd_ack_answer: the
  * WAIT's answer (r NULL: none) settles them; wd_ack_fail_all: the link was
  * lost; wd_ack_expire: those whose lease ran out meanwhile are lost (and
@@ -145,7 +145,7 @@ void wd_lease_lowered(wd *w, int64_t lease_end);
  * wd_ack_forget: a fork child forgets the parent's. */
 int wd_ack_needed(const wd *w, const wd_link *l);
 void wd_ack_queued(wd *w, wd_link *l, const wd_entry *e);
-int wd_ack_seal(wd *w, wd_link *l, int64_t now);
+int wd_ack_due(wd_link *l, int *need, int64_t *ms);
 int wd_ack_hold(wd *w, wd_link *l, const wd_req *req);
 void wd_ack_answer(wd *w, wd_link *l, const redisReply *r, int64_t now);
 void wd_ack_fail_all(wd *w, wd_link *l, int64_t now);

@@ -225,13 +225,44 @@ void wd_link_drop(wd *w, wd_link *l, int64_t now) {
     l->revents = 0;
 }
 
+/* The WAIT behind the renewals queued on l since the last one, where they
+ * wait for a replica (wd_ack.c). 0, or -1: out of memory, the link must
+ * be dropped. */
+static int wd_link_seal(wd *w, wd_link *l, int64_t now) {
+    char n_txt[24], ms_txt[24];
+    const char *argv[3];
+    size_t lens[3];
+    uint64_t from;
+    wd_req *req;
+    int need;
+    int64_t ms;
+    if (l->c->fd < 0 || !wd_ack_due(l, &need, &ms)) return 0;
+    if (l->n + 1 > l->cap && wd_link_reserve(l, l->n + 1) != 0) return -1;
+    argv[0] = "WAIT";
+    lens[0] = 4;
+    argv[1] = n_txt;
+    lens[1] = resp_i64(n_txt, need);
+    argv[2] = ms_txt;
+    lens[2] = resp_i64(ms_txt, ms);
+    from = l->c->queued_total;
+    if (conn_append(l->c, 3, argv, lens) != 0) return -1;
+    req = wd_link_at(l, l->n++);
+    memset(req, 0, sizeof *req);
+    req->wait = 1;
+    req->sent_at = now;   /* (the reply timeout counts from here) */
+    req->from = from;
+    req->to = l->c->queued_total;
+    w->stats.waits++;
+    return 0;
+}
+
 void wd_link_pump(wd *w, wd_link *l, int64_t now, wd_apply_fn apply) {
     conn *c = l->c;
     short rev = l->revents;
     l->revents = 0;
     if (c->fd < 0) return;
     /* (what wd_collect queued: its WAIT, even while connecting) */
-    if (wd_ack_seal(w, l, now) != 0) {
+    if (wd_link_seal(w, l, now) != 0) {
         wd_link_drop(w, l, now);
         return;
     }
@@ -294,7 +325,7 @@ void wd_link_pump(wd *w, wd_link *l, int64_t now, wd_apply_fn apply) {
         }
     }
     /* (what was sent again above: its WAIT) */
-    if (c->fd >= 0 && wd_ack_seal(w, l, now) != 0) {
+    if (c->fd >= 0 && wd_link_seal(w, l, now) != 0) {
         wd_link_drop(w, l, now);
         return;
     }
