@@ -72,6 +72,10 @@ describe("cluster", function()
     local stats = c:stats()
     assert.is_true(stats.renewals >= 1000, "renewals " .. stats.renewals)
     assert.equal(0, stats.failures)
+    -- every master has a replica a failover could promote: each pipeline of
+    -- renewals waited for it (issue 29, csrc/watchdog/wd_ack.c)
+    assert.is_true(stats.renewal_waits >= 3, "WAITs " .. stats.renewal_waits)
+    assert.equal(0, stats.renewals_unacked)
     for _, l in ipairs(held) do assert.is_true(l:release()) end
     for _, node in ipairs(cl.nodes) do
       assert.equal("", (node:cli_raw("KEYS", "{cl:*}")))   -- fence counters apart

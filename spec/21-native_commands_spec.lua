@@ -300,6 +300,9 @@ describe("native compare commands in a Cluster", function()
       assert.is_true(held[i]:release())
     end
     assert.equal(0, c:stats().failures)
+    -- masters without replicas: nothing a failover could promote, nothing
+    -- waited for (issue 29, csrc/watchdog/wd_ack.c)
+    assert.equal(0, c:stats().renewal_waits)
     local info = c:server_info()
     assert.equal(3, count(info.native_nodes))
     for _, bits in pairs(info.native_nodes) do assert.same(NONE, bits) end
