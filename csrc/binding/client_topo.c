@@ -99,9 +99,11 @@ static int meth_doubt(lua_State *L) {
     return 0;
 }
 
-/* client:load_slots(reply, host, port) -> true | nil, err
+/* client:load_slots(reply, host, port [, nodes]) -> true | nil, err
  * A CLUSTER SLOTS reply that the caller got from node host:port, parsed
- * by the C parser and published as the topology (the watchdog follows). */
+ * by the C parser and published as the topology (the watchdog follows);
+ * nodes: that node's CLUSTER NODES text, for the masters' replicas
+ * (cluster_count_replicas). */
 static int meth_load_slots(lua_State *L) {
     client_ud *u = client_check(L);
     topo_node asked;
@@ -122,6 +124,12 @@ static int meth_load_slots(lua_State *L) {
         lua_pushnil(L);
         lua_pushstring(L, err);
         return 2;
+    }
+    if (lua_type(L, 5) == LUA_TSTRING) {
+        size_t len;
+        const char *text = lua_tolstring(L, 5, &len);
+        for (i = 0; i < s->nnodes; i++) s->nodes[i].replicas = 0;
+        cluster_count_replicas(s, text, len);
     }
     for (i = 0; i < s->nnodes; i++) topo_node_resolve(&s->nodes[i], 0, 0, err, sizeof err);
     topo_publish(u->t, s);

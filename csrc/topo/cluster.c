@@ -86,28 +86,106 @@ bad:
     return NULL;
 }
 
-/* Asks node n for its view of the cluster. */
+/* One line of CLUSTER NODES, "<id> <ip:port@cport[,host]> <flags> <master
+ * id> ...": its words, at most 4 (NULL when absent), as pointers into the
+ * line with their lengths. */
+static void cluster_node_words(const char *p, const char *end, const char **w, size_t *wl) {
+    int k;
+    for (k = 0; k < 4; k++) {
+        while (p < end && *p == ' ') p++;
+        w[k] = p < end ? p : NULL;
+        while (p < end && *p != ' ') p++;
+        wl[k] = w[k] ? (size_t)(p - w[k]) : 0;
+    }
+}
+
+/* Whether flags (a comma list) has the flag f. */
+static int cluster_has_flag(const char *flags, size_t len, const char *f) {
+    size_t fl = strlen(f), i = 0;
+    while (i < len) {
+        size_t j = i;
+        while (j < len && flags[j] != ',') j++;
+        if (j - i == fl && memcmp(flags + i, f, fl) == 0) return 1;
+        i = j + 1;
+    }
+    return 0;
+}
+
+/* The master whose id is id[0..len) in CLUSTER NODES text, as host:port:
+ * its index in s, or -1. */
+static int cluster_master_index(const topo_snap *s, const char *text, size_t tlen, const char *id, size_t len) {
+    const char *p = text, *end = text + tlen;
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p)), *w[4], *colon, *at;
+        size_t wl[4];
+        int i;
+        if (eol == NULL) eol = end;
+        cluster_node_words(p, eol, w, wl);
+        p = eol + 1;
+        if (!w[1] || wl[0] != len || memcmp(w[0], id, len) != 0) continue;
+        at = memchr(w[1], '@', wl[1]);
+        if (at == NULL) at = w[1] + wl[1];
+        for (colon = at; colon > w[1] && colon[-1] != ':'; colon--) {}
+        if (colon == w[1]) return -1;
+        for (i = 0; i < s->nnodes; i++)
+            if (s->nodes[i].port == atoi(colon) && strlen(s->nodes[i].host) == (size_t)(colon - 1 - w[1]) &&
+                memcmp(s->nodes[i].host, w[1], (size_t)(colon - 1 - w[1])) == 0)
+                return i;
+        return -1;
+    }
+    return -1;
+}
+
+void cluster_count_replicas(topo_snap *s, const char *text, size_t len) {
+    const char *p = text, *end = text + len;
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p)), *w[4];
+        size_t wl[4];
+        int m;
+        if (eol == NULL) eol = end;
+        cluster_node_words(p, eol, w, wl);
+        p = eol + 1;
+        /* a replica, unless it is down: one that is can be promoted by
+         * nobody (and counts again once it is back, at the next load) */
+        if (!w[3] || !cluster_has_flag(w[2], wl[2], "slave") || cluster_has_flag(w[2], wl[2], "fail")) continue;
+        m = cluster_master_index(s, text, len, w[3], wl[3]);
+        if (m >= 0 && s->nodes[m].replicas >= 0) s->nodes[m].replicas++;
+    }
+}
+
+/* Asks node n for its view of the cluster: CLUSTER SLOTS for the map, and
+ * CLUSTER NODES for every master's replicas (CLUSTER SLOTS leaves out a
+ * replica that has no data yet, which a failover can still promote); when
+ * a node refuses CLUSTER NODES (an ACL), CLUSTER SLOTS' count stands. */
 static topo_snap *cluster_ask(const topo_src *src, topo_node *n, int may_resolve, int64_t deadline,
                               char *err, size_t errlen) {
-    const char *argv[2] = {"CLUSTER", "SLOTS"};
+    const char *slots[2] = {"CLUSTER", "SLOTS"}, *nodes[2] = {"CLUSTER", "NODES"};
     size_t lens[2] = {7, 5};
     conn_config cfg;
     conn *c;
-    redisReply *r;
+    redisReply *r = NULL, *rn = NULL;
     topo_snap *s = NULL;
     cfg = *src->cfg;
     cfg.db = 0;
     c = topo_node_conn(n, &cfg, may_resolve, deadline, CLUSTER_TRY_MS, err, errlen);
     if (c == NULL) return NULL;
-    r = conn_command(c, 2, argv, lens);
+    if (conn_ensure(c) == 0 && conn_append(c, 2, slots, lens) == 0 && conn_append(c, 2, nodes, lens) == 0 &&
+        (r = conn_read(c, conn_deadline(c))) != NULL)
+        rn = conn_read(c, conn_deadline(c));
     if (r == NULL) {
         snprintf(err, errlen, "%s", c->errstr);
     } else if (r->type == REDIS_REPLY_ERROR) {
         snprintf(err, errlen, "redis error: %.*s", (int)(r->len > 120 ? 120 : r->len), r->str);
     } else {
         s = cluster_parse_slots(r, n, err, errlen);
+        if (s && rn && rn->type == REDIS_REPLY_STRING) {   /* (RESP2: a bulk string) */
+            int i;
+            for (i = 0; i < s->nnodes; i++) s->nodes[i].replicas = 0;
+            cluster_count_replicas(s, rn->str, rn->len);
+        }
     }
     if (r) freeReplyObject(r);
+    if (rn) freeReplyObject(rn);
     conn_free(c);
     return s;
 }

@@ -282,9 +282,13 @@ function Transport:_refresh()
       local red, err = self:_get(node, self._connect_ms)
       if red then
         local res, rerr = red:cluster("slots")
+        -- (every master's replicas: a failover could promote one, and then
+        -- its renewals wait for one, csrc/watchdog/wd_ack.c)
+        local nodes = res and red:cluster("nodes")
         if res then
           red:set_keepalive(POOL_IDLE_MS, POOL_SIZE)
-          local ok, perr = self._topo:load_slots(convert(res), node.host, node.port)
+          local ok, perr = self._topo:load_slots(convert(res), node.host, node.port,
+            type(nodes) == "string" and nodes or nil)
           if ok then return true end
           last = perr
         else
