@@ -5,7 +5,7 @@ renewals costs (issue 29, csrc/watchdog/wd_ack.c), in one run.
 run from the repo root, after `make` (needs ./redislock/core.so):
   lua5.4 bench/failover_acks.lua [N] [TTL] [PERIODS]   (make bench runs it too)
 
-One master with one replica (diskless sync) and three sentinels watching
+One master with two replicas (diskless sync) and three sentinels watching
 it. The same N held locks (default 10000, ttl TTL seconds, default 3) are
 renewed by the watchdog of a client that reaches that master two ways, one
 after the other (FLUSHALL between them), as bench/hold_worker.lua "passes"
@@ -13,7 +13,7 @@ measures (see bench/renew.lua for what a pass is):
 
   direct     redis://master: one Redis, no WAIT
   sentinel   redis+sentinel://...: the same master through the sentinels;
-             its renewals wait for the replica (one WAIT per pipeline)
+             its renewals wait for both replicas (one WAIT per pipeline)
 
 The master replicates both the same way; the only difference is the WAIT
 (and the follower thread's pass once a second). Reported per variant:
@@ -37,13 +37,13 @@ local PERIODS = tonumber(arg and arg[3]) or 5
 local printf = lib.printf
 
 local function main()
-  local rep = topology.start_replicated { replicas = 1 }
+  local rep = topology.start_replicated { replicas = 2 }
   local sen = topology.start_sentinels { master = rep.master }
   local master = rep.master
   local _, pinned = helpers.sh("taskset -cp 0 " .. master.pid .. " >/dev/null 2>&1")
   if pinned ~= 0 then error("taskset could not pin redis-server to CPU 0", 0) end
   local cpu = tonumber((helpers.sh("nproc"))) >= 2 and 1 or 0
-  printf("renewing %d held locks, ttl %g s, on a master with one replica; client on CPU %d\n", N, TTL, cpu)
+  printf("renewing %d held locks, ttl %g s, on a master with two replicas; client on CPU %d\n", N, TTL, cpu)
   printf("load average before: %s\n\n", lib.loadavg())
   local variants = {
     { name = "direct", url = master.url },

@@ -22,7 +22,6 @@
 local helpers = require "spec.helpers"
 local topology = require "spec.support.topology"
 local failover = require "spec.support.failover"
-local redislock = require "redislock"
 
 local TTL = 3
 local AFTER_DEMOTION, OBSERVE_MAX = 2, 20
@@ -115,107 +114,5 @@ describe("Sentinel failover with one sentinel hung (issue 29)", function()
 
   it("replicas = 1 (WAIT), sentinel 2 hung: no rival grant while held", function()
     scenario(2, 1, "replicas = 1, sentinel 2 hung")
-  end)
-end)
-
--- Rule 1 of issue 29, by itself: a renewal earns credit only once a
--- replica acknowledged it (csrc/watchdog/wd_ack.c). The sentinels keep
--- naming the master here, so only that rule can tell the holder that what
--- it renews no longer reaches the replica a failover would promote.
-describe("a renewal no replica acknowledged earns no credit (issue 29)", function()
-  local function sentinel_url(sen)
-    return "redis+sentinel://" .. table.concat(failover.seeds(sen), ",") .. "/mymaster"
-  end
-
-  it("the replica's link stalled, then the replica promoted by hand: no rival grant while held", function()
-    local rep = topology.start_replicated { replicas = 1, link_proxy = true }
-    local old, new = rep.master, rep.replicas[1]
-    local sen, holder, rival
-    finally(function()
-      if rival then rival:stop() end
-      if holder then holder:stop() end
-      if sen then sen:stop() end
-      rep:stop()
-    end)
-    sen = topology.start_sentinels { master = old, servers = { old, new } }
-    local t_acq
-    holder, t_acq = failover.spawn_holder("spec/support/hung_holder.lua", sentinel_url(sen), "stall", 1, 0)
-    helpers.sleep(0.7)   -- (two renewals, acknowledged)
-    -- Replication stalls (the link stays open: the master still counts
-    -- the replica as connected), and the replica takes over by hand with
-    -- the lease it had: the sentinels go on naming the old master, which
-    -- goes on answering the holder's renewals.
-    rep.links[1]:command("hold", "all", "both")
-    local t_stall = helpers.monotime()
-    helpers.sleep(0.2)
-    assert(new:cli("REPLICAOF", "NO", "ONE"))
-    rival = failover.spawn_rival("redis://" .. new.host .. ":" .. new.port, "stall", 1, "keep", 0.01)
-    helpers.wait_until(function() return failover.rival_grants(rival:stdout())[1] ~= nil end, 5, 0.05)
-    helpers.sleep(0.5)
-    rival:kill("TERM")
-    rival:wait(5)
-    holder:kill("TERM")
-    holder:wait(5)
-    local log = holder:stdout()
-    local grants = failover.rival_grants(rival:stdout())
-    local bad, _, last_true = failover.grants_while_held(t_acq, failover.held_samples(log), grants)
-    local t_lost, reason = log:match("\nlost (%S+) ([^\n]+)")
-    print(("\n# link stalled: rival grants while held %d of %d (first +%s); held() true until +%s; lost %s"):format(
-      bad, #grants, grants[1] and failover.seconds(grants[1][2] - t_stall) or "never",
-      failover.seconds(last_true and last_true - t_stall), t_lost and ("+" .. failover.seconds(t_lost - t_stall)
-        .. " as '" .. reason .. "'") or "never"))
-    assert.is_true(#grants > 0, "the rival was never granted the name on the promoted replica")
-    assert.equal(0, bad, "rival grants while the holder's held() was true")
-    assert.equal("unreachable", reason)
-  end)
-
-  it("costs one WAIT per round; with two replicas, one stalled costs nothing; with one, its locks", function()
-    local rep = topology.start_replicated { replicas = 2, link_proxy = true }
-    local sen, c
-    finally(function()
-      if c then c:close() end
-      if sen then sen:stop() end
-      rep:stop()
-    end)
-    sen = topology.start_sentinels { master = rep.master, servers = { rep.master, rep.replicas[1], rep.replicas[2] } }
-    c = assert(redislock.connect { url = sentinel_url(sen), connect_timeout = 1, timeout = 1 })
-    local lock = assert(c:acquire("two", { ttl = 0.5 }))
-    helpers.sleep(0.5)
-    local s = c:stats()
-    assert.is_true(s.renewal_waits > 0, "no WAIT behind the renewals")
-    assert.is_true(s.renewal_waits <= s.round_trips + 2, "more than one WAIT a round")
-    assert.equal(0, s.renewals_unacked)
-    -- one replica of two stalled: the other acknowledges
-    rep.links[1]:command("hold", "all", "both")
-    helpers.sleep(1.5)
-    assert.is_true(lock:held(), "lost with one replica of two stalled: " .. tostring(lock.lost_reason))
-    assert.is_true(lock:extend())
-    -- both stalled: nothing is acknowledged, the lease runs out
-    rep.links[2]:command("hold", "all", "both")
-    local ok, err, kind = lock:extend()
-    assert.is_nil(ok)
-    assert.equal("replicas", kind)
-    assert.matches("^replicas: 0 of 1 acknowledged: the lease counts as before", err)
-    assert(helpers.wait_until(function() return not lock:held() end, 2, 0.01), "still held")
-    assert.equal("unreachable", lock.lost_reason)
-    assert.is_true(c:stats().renewals_unacked > 0)
-  end)
-
-  it("a master with no replica: nothing waited for", function()
-    local master = helpers.start_redis()
-    local sen, c
-    finally(function()
-      if c then c:close() end
-      if sen then sen:stop() end
-      master:stop()
-    end)
-    sen = topology.start_sentinels { master = master, replicas = 0 }
-    c = assert(redislock.connect { url = sentinel_url(sen), connect_timeout = 1, timeout = 1 })
-    local lock = assert(c:acquire("alone", { ttl = 0.3 }))
-    helpers.sleep(0.5)
-    assert.is_true(lock:held())
-    assert.is_true(lock:extend())
-    assert.equal(0, c:stats().renewal_waits)
-    assert.is_true(lock:release())
   end)
 end)

@@ -127,12 +127,12 @@ static int meth_replicas(lua_State *L) {
     return client_result(L, u, r);
 }
 
-/* client:failover_acks(key) -> 0 | 1
+/* client:failover_acks(key) -> n
  * How many replicas must acknowledge a write on the node of key before it
- * may be counted on across a failover: 1 where one could promote a replica
- * in that node's place (a Sentinel master whose replica was seen to follow
- * it, a Cluster master with replicas: topo_node.replicas), else 0. What the
- * watchdog's renewals wait for there too (csrc/watchdog/wd_ack.c). */
+ * may be counted on across a failover: every replica a failover could
+ * promote in that node's place (a Sentinel master whose replica was seen
+ * to follow it, a Cluster master with replicas: topo_node.replicas), else
+ * 0. What the watchdog's renewals wait for there too (wd_ack.c). */
 static int meth_failover_acks(lua_State *L) {
     client_ud *u = client_check(L);
     size_t klen;
@@ -142,7 +142,7 @@ static int meth_failover_acks(lua_State *L) {
         topo_snap *s = topo_snap_get(u->t);
         if (s) {
             int i = topo_node_of(s, key, klen);
-            n = i >= 0 && s->nodes[i].replicas != 0;
+            n = i >= 0 && s->nodes[i].replicas > 0 ? s->nodes[i].replicas : 0;
             topo_snap_put(u->t, s);
         }
     }

@@ -249,6 +249,7 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             break;
         }
         conn_check_idle(c);
+        doubts = topo_doubts(r->t);   /* (before topo_confirmed: see topo.h) */
         /* Sentinel: every reconnect asks the sentinels where the master is
          * (once a call), and every request while the master is in doubt
          * waits for a confirmed one, whatever this call did before (a
@@ -262,7 +263,6 @@ static redisReply *route_exec(router *r, const char *key, size_t klen, const scr
             tries--;
             continue;
         }
-        doubts = topo_doubts(r->t);
         if (conn_ensure(c) != 0) {
             /* not sent: after a refresh the node may be another one (once) */
             router_fail_conn(r, c);

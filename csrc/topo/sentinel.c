@@ -27,8 +27,11 @@ typedef struct sentinel_view {
     long long epoch;        /* config-epoch; -1 when it did not say */
     int replicas;           /* num-slaves: the replicas it knows (-1: it did not say) */
     int followers;          /* of those, the ones that say they replicate from
-                               it (role slave, its address): promotion
-                               candidates (-1: it did not say) */
+                               it (role slave, its address) (-1: it did not say) */
+    int eligible;           /* of those it knows, the ones Sentinel could
+                               promote now (not s_down, o_down or
+                               disconnected), whoever they follow: one
+                               promoted behind our back counts (-1: unknown) */
     int failover;           /* it reports a failover in progress */
 } sentinel_view;
 
@@ -175,32 +178,37 @@ static int sentinel_parse_master(const redisReply *r, sentinel_view *v) {
     return have_ip && have_port ? 0 : -1;
 }
 
-/* How many of SENTINEL REPLICAS' entries are replicas of v's master: they
- * report the role of a replica and its address as their master's. Not
- * the old master of a failover that Sentinel has not reconfigured yet (it
- * still reports itself a master): it follows nobody. -1 when r is not
- * the list (an ACL refused it). */
-static int sentinel_count_followers(const redisReply *r, const sentinel_view *v) {
+/* SENTINEL REPLICAS' entries into v: followers, those that are replicas
+ * of v's master (they report the role of a replica and its address as
+ * their master's; not the old master of a failover that Sentinel has not
+ * reconfigured yet: it still reports itself a master, and follows nobody),
+ * and eligible, those Sentinel could promote now (not down or
+ * disconnected), whatever they report. Both -1 when r is not the list (an
+ * ACL refused it). */
+static void sentinel_count_replicas(const redisReply *r, sentinel_view *v) {
     size_t i, j;
-    int n = 0;
-    if (r->type != REDIS_REPLY_ARRAY) return -1;
+    v->followers = v->eligible = -1;
+    if (r->type != REDIS_REPLY_ARRAY) return;
+    v->followers = v->eligible = 0;
     for (i = 0; i < r->elements; i++) {
         const redisReply *e = r->element[i];
-        int slave = 0, host = 0, port = 0;
+        int slave = 0, host = 0, port = 0, down = 0;
         if (e->type != REDIS_REPLY_ARRAY) continue;
         for (j = 0; j + 1 < e->elements; j += 2) {
             const redisReply *k = e->element[j], *val = e->element[j + 1];
             if (val->type != REDIS_REPLY_STRING) continue;
-            if (sentinel_field_is(k, "role-reported"))
+            if (sentinel_field_is(k, "flags"))
+                down = strstr(val->str, "s_down") || strstr(val->str, "o_down") || strstr(val->str, "disconnected");
+            else if (sentinel_field_is(k, "role-reported"))
                 slave = val->len == 5 && memcmp(val->str, "slave", 5) == 0;
             else if (sentinel_field_is(k, "master-host"))
                 host = val->len == strlen(v->host) && memcmp(val->str, v->host, val->len) == 0;
             else if (sentinel_field_is(k, "master-port"))
                 port = atoi(val->str) == v->port;
         }
-        n += slave && host && port;
+        v->followers += slave && host && port;
+        v->eligible += !down;
     }
-    return n;
 }
 
 /* GET-MASTER-ADDR-BY-NAME's [host, port] into v (no epoch). 0, or -1. */
@@ -343,7 +351,7 @@ static void ask_answer(const topo_src *src, sentinel_ask *a, redisReply *r) {
     memset(&a->v, 0, sizeof a->v);
     a->v.epoch = -1;
     a->v.replicas = -1;
-    a->v.followers = -1;
+    a->v.followers = a->v.eligible = -1;
     if (a->by_addr) {
         ask_master(a, r);
     } else if (a->master->type == REDIS_REPLY_ERROR && !strstr(a->master->str, "No such master")) {
@@ -352,7 +360,7 @@ static void ask_answer(const topo_src *src, sentinel_ask *a, redisReply *r) {
         ask_send(src, a, "GET-MASTER-ADDR-BY-NAME");
     } else {
         ask_master(a, a->master);
-        if (a->state == ASK_VIEW) a->v.followers = sentinel_count_followers(r, &a->v);
+        if (a->state == ASK_VIEW) sentinel_count_replicas(r, &a->v);
     }
     freeReplyObject(r);
 }
@@ -536,12 +544,15 @@ int sentinel_pass(const topo_src *src, sentinel_pool *pool, int may_resolve, int
     snap->config_epoch = best.epoch;
     confirmed = sentinel_confirm(src, pool, &snap->nodes[0], may_resolve, deadline, &connected, last, sizeof last);
     if (confirmed == 1) {
-        /* A failover could put a replica in its place: one that follows it
-         * (it says so to the sentinels, or the master lists it), and the
-         * others the sentinels know of it (the topology keeps counting
-         * them once it has seen one follow: topo_publish) */
+        /* A failover could put a replica in its place once one follows it
+         * (it says so to the sentinels, or the master lists it): then
+         * every replica the sentinels could promote must have a renewal
+         * (wd_ack.c says why all of them), num-slaves when they did not
+         * list them; the topology keeps counting them once it has seen
+         * one follow (topo_publish) */
         int followers = best.followers > connected ? best.followers : connected;
-        snap->nodes[0].replicas = followers <= 0 ? 0 : best.replicas > followers ? best.replicas : followers;
+        int eligible = best.eligible >= 0 ? best.eligible : best.replicas;
+        snap->nodes[0].replicas = followers <= 0 ? 0 : eligible > followers ? eligible : followers;
         snap->nodes[0].replicas_known = best.replicas;
         *out = snap;
         return SENTINEL_OK;

@@ -168,11 +168,13 @@ static void topo_doubt_as(topo *t, uint64_t epoch, int kick) {
     if (t->mode != TOPO_SENTINEL) return;
     pthread_mutex_lock(&t->mu);
     if (epoch == 0 || epoch == t->epoch) {
-        __atomic_store_n(&t->doubts, t->doubts + 1, __ATOMIC_RELEASE);
-        if (t->confirmed) {
-            __atomic_store_n(&t->confirmed, 0, __ATOMIC_RELEASE);
-            topo_notify(t);
-        }
+        /* confirmed cleared before doubts grows: a reader that takes
+         * topo_doubts() and then sees topo_confirmed() true has a count a
+         * doubt cast now would move (topo.h) */
+        int was = t->confirmed;
+        __atomic_store_n(&t->confirmed, 0, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&t->doubts, t->doubts + 1, __ATOMIC_SEQ_CST);
+        if (was) topo_notify(t);
     }
     if (kick && t->watch && sentinel_watch_ours(t->watch)) sentinel_watch_kick(t->watch);
     pthread_mutex_unlock(&t->mu);

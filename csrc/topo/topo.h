@@ -90,7 +90,8 @@ int topo_confirmed(const topo *t);
 uint64_t topo_confirms(const topo *t);
 /* How many doubts were cast: an answer from a master read after this moved
  * since its request was sent is not to be trusted (it may come from a
- * master being demoted). */
+ * master being demoted). Take it before asking topo_confirmed: a doubt cast
+ * after a true answer then moves it (confirmed is cleared first). */
 uint64_t topo_doubts(const topo *t);
 /* Sentinel: the master of snapshot `epoch` failed us (a timeout, a reset,
  * a refused connect, READONLY) or a failover is under way (epoch 0: the

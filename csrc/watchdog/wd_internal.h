@@ -77,6 +77,7 @@ typedef struct wd_link {
     wd_acked *held;
     uint32_t nheld, held_cap;
     uint32_t unwaited;      /* renewals queued since the last WAIT */
+    uint32_t waits;         /* WAITs queued and not answered yet */
     int wait_need;          /* the most acknowledgements one of them needs */
     int64_t wait_ms;        /* the WAIT's timeout for them */
 } wd_link;
@@ -105,6 +106,10 @@ struct wd {
     wd_link *links;         /* one per node of snap */
     int nlinks;
     int want_refresh;       /* a redirect or a refused master: reload t */
+    uint64_t send_doubts;   /* topo_doubts() the requests being queued count
+                               from: taken before the master was found
+                               confirmed (wd_collect), or the first send's
+                               (wd_resend); a doubt cast since voids them */
     uint64_t confirms_seen; /* topo_confirms(t) when last looked at */
     int64_t renew_all_after;/* ms: the next doubt lifted renews all at once from then */
 

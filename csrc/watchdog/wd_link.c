@@ -153,6 +153,7 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
     if (nc.op ? conn_append(l->c, nc.argc, nc.argv, nc.lens) : script_append(l->c, renew, eval, nargs, argv, lens))
         return wd_link_queue_failed(w, l);
     req = wd_link_at(l, l->n++);
+    memset(req, 0, sizeof *req);   /* (the slot may be a WAIT's old one, or malloc's) */
     req->e = e;
     req->ttl_ms = e->ttl_ms;
     req->sent_at = sent_at;
@@ -164,7 +165,7 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
     req->asking = asking;
     req->script = renew;
     req->round = round;
-    req->doubts = topo_doubts(w->t);
+    req->doubts = w->send_doubts;
     if (e->lease_end < l->end_lb) l->end_lb = e->lease_end;
     e->queued++;
     e->flight_end = sent_at + e->ttl_ms - lease_drift_ms(e->ttl_ms);

@@ -42,6 +42,7 @@ wd_link *wd_route(wd *w, const wd_entry *e) {
 static int wd_resend(wd *w, wd_link *l, wd_entry *e, int how, int asking, const wd_req *req,
                      const script_def *script, int64_t now) {
     e->queued--;
+    w->send_doubts = req->doubts;   /* (a doubt since the first send voids it too) */
     if (l != NULL && wd_link_open(l, now) == 0 &&
         wd_link_queue(w, l, e, how, asking, req->sent_at, script, req->round) == 0)
         return 0;
@@ -152,7 +153,9 @@ void wd_collect(wd *w, int64_t now) {
      * when the sentinels name another (topo.h). The renewals due wait,
      * counted as failed, until the doubt is lifted (wd_main renews them
      * all then) or their lease ends. */
-    int held_back = !topo_confirmed(w->t);
+    int held_back;
+    w->send_doubts = topo_doubts(w->t);   /* (first: see topo_doubts) */
+    held_back = !topo_confirmed(w->t);
     while (n < WD_BATCH_MAX) {
         wd_entry *e = wd_heap_top(&w->heap);
         wd_link *l;
