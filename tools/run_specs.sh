@@ -53,7 +53,8 @@ done
 # The files that take longest start first (order among the rest as given):
 # with JOBS at a time, a long file started last would end the run alone.
 # From the times .ci/run printed (issue 23); only an order, never a filter.
-SLOW=(spec/11-torture_spec.lua spec/18-cluster_spec.lua spec/09-cli_spec.lua
+SLOW=(spec/11-torture_spec.lua spec/35-sentinel_hung_spec.lua spec/36-renewal_acks_spec.lua
+      spec/29-sentinel_failover_spec.lua spec/18-cluster_spec.lua spec/09-cli_spec.lua
       spec/20-redlock_spec.lua spec/19-sentinel_spec.lua spec/06-watchdog_spec.lua
       test/hosts/nginx_spec.lua spec/00-topology_support_spec.lua spec/07-rockspec_spec.lua
       spec/13-install_spec.lua spec/08-waiting_spec.lua spec/14-docs_spec.lua)
