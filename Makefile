@@ -80,13 +80,14 @@ CFLAGS  ?= -O2 -g
 
 # ---- the core's sources: one list ------------------------------------------
 # csrc/ by layer, from the bottom: base (clocks, RESP, tokens, slots), net
-# (sockets and connections), cmd (scripts, native commands), topo (where keys
+# (sockets and connections), cmd (scripts, native commands), exec (one
+# request and its rules, driven by whoever sends it), topo (where keys
 # live: Sentinel, Cluster, routing, the Redlock fan-out), watchdog (the
 # renewal thread), binding (the Lua userdata and luaopen), process (the
 # CLI's process control). `make lint` checks that each layer includes only
 # headers of layers below it (tools/check_layers.sh). Every .c of a layer
 # is built: adding a file needs no edit here.
-LAYERS    = base net cmd topo watchdog binding process
+LAYERS    = base net cmd exec topo watchdog binding process
 SRCS     := $(sort $(foreach l,$(LAYERS),$(wildcard csrc/$(l)/*.c)) $(wildcard csrc/*.c))
 HDRS     := $(wildcard csrc/*.h csrc/*/*.h)
 # The layers that never include lua.h: the C tests and the bench link these.

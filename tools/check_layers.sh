@@ -1,8 +1,8 @@
 #!/bin/sh
 # check_layers.sh: the C core's layers include only what lies below them.
 #
-# csrc/ holds one folder per layer, from the bottom: base, net, cmd, topo,
-# watchdog, binding; process stands apart (it needs only base, and
+# csrc/ holds one folder per layer, from the bottom: base, net, cmd, exec,
+# topo, watchdog, binding; process stands apart (it needs only base, and
 # binding's compat.h, the Lua version shim). A file may
 # include headers of its own layer and of the layers below; only binding
 # and process include Lua's headers (lua.h, lauxlib.h, lualib.h); nothing
@@ -13,8 +13,8 @@ cd "$(dirname "$0")/.."
 
 rank() {
     case "$1" in
-        base) echo 0 ;; net) echo 1 ;; cmd) echo 2 ;; topo) echo 3 ;;
-        watchdog) echo 4 ;; binding) echo 5 ;; process) echo 1 ;;
+        base) echo 0 ;; net) echo 1 ;; cmd) echo 2 ;; exec) echo 3 ;; topo) echo 4 ;;
+        watchdog) echo 5 ;; binding) echo 6 ;; process) echo 1 ;;
         *) echo "" ;;
     esac
 }

@@ -28,9 +28,9 @@
 #include <stdint.h>
 
 #include "conn.h"
+#include "topo_mode.h"
 #include "topo_node.h"
 
-enum topo_mode { TOPO_SINGLE = 0, TOPO_SENTINEL, TOPO_CLUSTER, TOPO_REDLOCK };
 
 typedef struct topo {
     pthread_mutex_t mu;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "conn.h"
-#include "topo.h"
+#include "topo_mode.h"
 
 #define R RECOVERY_RETRY
 #define RS RECOVERY_RESOLVE
