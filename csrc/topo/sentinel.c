@@ -29,9 +29,12 @@ typedef struct sentinel_view {
     int followers;          /* of those, the ones that say they replicate from
                                it (role slave, its address) (-1: it did not say) */
     int eligible;           /* of those it knows, the ones Sentinel could
-                               promote now (not s_down, o_down or
-                               disconnected), whoever they follow: one
-                               promoted behind our back counts (-1: unknown) */
+                               promote (not s_down or o_down: a sentinel's
+                               link to a replica that is only "disconnected"
+                               comes back in a moment, and a replica
+                               promoted behind our back is often that for a
+                               moment), whoever they follow: one promoted
+                               behind our back counts (-1: unknown) */
     int failover;           /* it reports a failover in progress */
 } sentinel_view;
 
@@ -182,9 +185,8 @@ static int sentinel_parse_master(const redisReply *r, sentinel_view *v) {
  * of v's master (they report the role of a replica and its address as
  * their master's; not the old master of a failover that Sentinel has not
  * reconfigured yet: it still reports itself a master, and follows nobody),
- * and eligible, those Sentinel could promote now (not down or
- * disconnected), whatever they report. Both -1 when r is not the list (an
- * ACL refused it). */
+ * and eligible, those Sentinel could promote (not down), whatever they
+ * report. Both -1 when r is not the list (an ACL refused it). */
 static void sentinel_count_replicas(const redisReply *r, sentinel_view *v) {
     size_t i, j;
     v->followers = v->eligible = -1;
@@ -198,7 +200,7 @@ static void sentinel_count_replicas(const redisReply *r, sentinel_view *v) {
             const redisReply *k = e->element[j], *val = e->element[j + 1];
             if (val->type != REDIS_REPLY_STRING) continue;
             if (sentinel_field_is(k, "flags"))
-                down = strstr(val->str, "s_down") || strstr(val->str, "o_down") || strstr(val->str, "disconnected");
+                down = strstr(val->str, "s_down") || strstr(val->str, "o_down");
             else if (sentinel_field_is(k, "role-reported"))
                 slave = val->len == 5 && memcmp(val->str, "slave", 5) == 0;
             else if (sentinel_field_is(k, "master-host"))
@@ -483,6 +485,7 @@ int sentinel_pass(const topo_src *src, sentinel_pool *pool, int may_resolve, int
     char last[CONN_ERRSTR_LEN] = "no sentinel given";
     char where[160];
     int i, n, answered = 0, unknown = 0, views = 0, failover = 0, conflict = 0, have = 0, confirmed, connected = 0;
+    int eligible = -1;
     topo_snap *snap;
     n = src->nseeds;   /* (fixed once the topology is set up) */
     if (n > SENTINEL_MAX) n = SENTINEL_MAX;
@@ -505,6 +508,13 @@ int sentinel_pass(const topo_src *src, sentinel_pool *pool, int may_resolve, int
             conflict = 1;
         }
     }
+    /* the most replicas any sentinel naming that master says could be
+     * promoted: one sentinel's view may lag (a replica it has not found
+     * yet, one it does not hear for a moment) */
+    for (i = 0; have && i < n; i++)
+        if (asks[i].state == ASK_VIEW && asks[i].v.port == best.port && strcmp(asks[i].v.host, best.host) == 0 &&
+            asks[i].v.eligible > eligible)
+            eligible = asks[i].v.eligible;
     *kind = "connection";
     if (failover) {
         /* (whatever the others said: the one running it knows best) */
@@ -551,7 +561,7 @@ int sentinel_pass(const topo_src *src, sentinel_pool *pool, int may_resolve, int
          * list them; the topology keeps counting them once it has seen
          * one follow (topo_publish) */
         int followers = best.followers > connected ? best.followers : connected;
-        int eligible = best.eligible >= 0 ? best.eligible : best.replicas;
+        if (eligible < 0) eligible = best.replicas;
         snap->nodes[0].replicas = followers <= 0 ? 0 : eligible > followers ? eligible : followers;
         snap->nodes[0].replicas_known = best.replicas;
         *out = snap;
