@@ -268,8 +268,8 @@ static int meth_server_info(lua_State *L) {
     const conn_info *info = NULL;
     int i;
     for (i = 0; i < u->r->nconns && info == NULL; i++)
-        if (u->r->conns[i] && (u->r->conns[i]->info.maxmemory_policy[0] || u->r->conns[i]->info.info_error[0]))
-            info = &u->r->conns[i]->info;
+        if (u->r->conns[i] && (u->r->conns[i]->c->info.maxmemory_policy[0] || u->r->conns[i]->c->info.info_error[0]))
+            info = &u->r->conns[i]->c->info;
     lua_createtable(L, 0, 2);
     if (info && info->maxmemory_policy[0]) {
         lua_pushstring(L, info->maxmemory_policy);
@@ -365,7 +365,7 @@ static int meth_set_spin(lua_State *L) {
         int i;
         u->r->spin_us = (long)(t * 1e6);
         for (i = 0; i < u->r->nconns; i++)
-            if (u->r->conns[i]) conn_set_spin(u->r->conns[i], u->r->spin_us);
+            if (u->r->conns[i]) conn_set_spin(u->r->conns[i]->c, u->r->spin_us);
     }
     return 0;
 }

@@ -183,6 +183,7 @@ int client_global_connect(lua_State *L) {
     const char *seeds[CLIENT_MAX_SEEDS], *mode_name, *master, *suser, *spass;
     char err[CONN_ERRSTR_LEN];
     int lazy, probe, mode, nseeds, sentinel_tls;
+    exec_opts xo;
     luaL_checktype(L, 1, LUA_TTABLE);
     memset(&cfg, 0, sizeof cfg);
     cfg.host = (char *)client_opt_string(L, 1, "host");
@@ -223,9 +224,9 @@ int client_global_connect(lua_State *L) {
     probe = lua_toboolean(L, -1);
     lua_pop(L, 1);
     lua_getfield(L, 1, "native_commands");   /* false: scripts only, no detection */
-    cfg.no_native = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
+    xo.no_native = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
     lua_pop(L, 1);
-    cfg.native_assume = (unsigned)client_opt_number(L, 1, "native_assume", 0, 0, 31);   /* tests */
+    xo.native_assume = (unsigned)client_opt_number(L, 1, "native_assume", 0, 0, 31);   /* tests */
     lua_getfield(L, 1, "sentinel_tls");   /* false: the sentinels in plain TCP */
     if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TBOOLEAN)
         luaL_error(L, "bad config field 'sentinel_tls' (boolean expected, got %s)", luaL_typename(L, -1));
@@ -241,6 +242,7 @@ int client_global_connect(lua_State *L) {
     if (u->t && sentinel_tls) topo_set_sentinel_tls(u->t, cfg.tls);
     tls_ctx_release(cfg.tls);   /* (the topology has its own) */
     if (u->t == NULL) return luaL_error(L, "bad config field 'seeds' (%s)", err);
+    u->t->xopts = xo;
     if (mode == TOPO_REDLOCK && client_opt_nodes(L, 1, u->t) < 1)
         return luaL_error(L, "bad config field 'nodes' (at least one master expected)");
     u->r = router_new(u->t, 1);
@@ -254,7 +256,8 @@ int client_global_connect(lua_State *L) {
     }
     {
         conn *c = NULL;
-        int ok = router_sync(u->r) == 0 && (c = router_conn(u->r, 0)) != NULL && conn_ensure(c) == 0;
+        exec_conn *xc;
+        int ok = router_sync(u->r) == 0 && (xc = router_conn(u->r, 0)) != NULL && conn_ensure(c = xc->c) == 0;
         if (!ok) {
             lua_pushnil(L);
             if (c && c->err) {

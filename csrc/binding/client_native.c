@@ -34,11 +34,12 @@ void client_native_info(lua_State *L, const client_ud *u) {
     if (u->r == NULL) return;
     lua_newtable(L);                                  /* info, nodes */
     for (i = 0; i < u->r->nconns; i++) {
-        const conn *c = u->r->conns[i];
+        const exec_conn *xc = u->r->conns[i];
+        const conn *c = xc ? xc->c : NULL;
         if (!client_native_known(c)) continue;
-        client_native_push_bits(L, c->native);        /* info, nodes, bits */
+        client_native_push_bits(L, xc->nat.bits);        /* info, nodes, bits */
         if (first) {
-            client_native_push_bits(L, c->native);    /* info, nodes, bits, bits */
+            client_native_push_bits(L, xc->nat.bits);    /* info, nodes, bits, bits */
             lua_setfield(L, -4, "native");            /* info, nodes, bits */
             first = 0;
         }

@@ -98,12 +98,12 @@ static int meth_replicas(lua_State *L) {
     char nbuf[24], tbuf[24];
     const char *argv[3];
     size_t lens[3];
-    conn *c;
+    exec_conn *xc;
     redisReply *r;
     if (!(n >= 0 && n <= 1e6)) return luaL_argerror(L, 2, "replica count out of range");
     if (!(t >= 0 && t <= 86400)) return luaL_argerror(L, 3, "timeout out of range");
     if (u->r->last_node < 0 || u->r->snap == NULL || u->r->last_node >= u->r->nconns ||
-        (c = u->r->conns[u->r->last_node]) == NULL || c->fd < 0) {
+        (xc = u->r->conns[u->r->last_node]) == NULL || xc->c->fd < 0) {
         lua_pushnil(L);
         lua_pushliteral(L, "connection lost: the write's connection is gone");
         lua_pushliteral(L, "connection");
@@ -115,14 +115,14 @@ static int meth_replicas(lua_State *L) {
     lens[1] = (size_t)snprintf(nbuf, sizeof nbuf, "%d", (int)n);
     argv[2] = tbuf;
     lens[2] = (size_t)snprintf(tbuf, sizeof tbuf, "%ld", (long)(t * 1000));
-    if (conn_append(c, 3, argv, lens) != 0) return client_result(L, u, NULL);
+    if (conn_append(xc->c, 3, argv, lens) != 0) return client_result(L, u, NULL);
     /* Redis answers WAIT at its own timeout: give the socket a little more */
     client_intr_arm(L);
-    r = conn_read(c, deadline_in_ms((long)(t * 1000) + (u->r->timeout_ms > 0 ? u->r->timeout_ms : 2000)));
+    r = exec_conn_read(xc, deadline_in_ms((long)(t * 1000) + (u->r->timeout_ms > 0 ? u->r->timeout_ms : 2000)));
     intr_disarm();
     if (r == NULL) {
-        u->r->err = c->err;
-        snprintf(u->r->errstr, sizeof u->r->errstr, "%s", c->errstr);
+        u->r->err = xc->c->err;
+        snprintf(u->r->errstr, sizeof u->r->errstr, "%s", xc->c->errstr);
     }
     return client_result(L, u, r);
 }

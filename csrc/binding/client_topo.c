@@ -182,25 +182,26 @@ static int meth_node_command(lua_State *L) {
     client_ud *u = client_check(L);
     lua_Integer i = luaL_checkinteger(L, 2);
     int n;
-    conn *c;
-    redisReply *r;
+    exec_conn *xc;
+    redisReply *r = NULL;
     luaL_checkstring(L, 3);
     n = luaval_args(L, 3, argv, lens, CLIENT_NODE_MAX_ARGS);
     if (router_sync(u->r) != 0) return client_result(L, u, NULL);
     if (i < 1 || i > u->r->nconns) return luaL_argerror(L, 2, "no such node");
-    c = router_conn(u->r, (int)i - 1);
-    if (c == NULL) {
+    xc = router_conn(u->r, (int)i - 1);
+    if (xc == NULL) {
         u->r->err = CONN_ENOMEM;
         snprintf(u->r->errstr, sizeof u->r->errstr, "out of memory");
         return client_result(L, u, NULL);
     }
-    conn_check_idle(c);
+    exec_conn_check_idle(xc);
     client_intr_arm(L);
-    r = conn_command(c, n, argv, lens);
+    if (conn_ensure(xc->c) == 0 && conn_append(xc->c, n, argv, lens) == 0)
+        r = exec_conn_read(xc, conn_deadline(xc->c));
     intr_disarm();
     if (r == NULL) {
-        u->r->err = c->err;
-        snprintf(u->r->errstr, sizeof u->r->errstr, "%s", c->errstr);
+        u->r->err = xc->c->err;
+        snprintf(u->r->errstr, sizeof u->r->errstr, "%s", xc->c->errstr);
     }
     return client_result(L, u, r);
 }

@@ -54,12 +54,12 @@ static int meth_blpop_script(lua_State *L) {
         lua_pushnil(L);
     else
         lua_pushboolean(L, 0);
-    if (attempt->type == REDIS_REPLY_ERROR)
+    if (attempt == NULL || attempt->type == REDIS_REPLY_ERROR)
         lua_pushboolean(L, 0);
     else
         luaval_push_reply(L, attempt, 0);
     freeReplyObject(woken);
-    freeReplyObject(attempt);
+    if (attempt) freeReplyObject(attempt);
     return 3;
 }
 

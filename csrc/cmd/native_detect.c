@@ -122,32 +122,35 @@ int native_probe_key(const uint16_t *slot_node, int node, char *buf, size_t len)
     return -1;
 }
 
-/* (the probe key lives in the connection's hook_key) */
-typedef char native_key_fits[NATIVE_PROBE_KEY_MAX <= CONN_HOOK_KEY_MAX ? 1 : -1];
-
 /* The hook (conn.h): COMMAND INFO, then the SET IFEQ probe where the
- * connection has a probe key. */
-static int native_hook_queue(struct conn *c) {
+ * connection has a probe key; ud is the native_state. Each handshake
+ * learns anew. */
+static int native_hook_queue(struct conn *c, void *ud) {
+    native_state *ns = ud;
     const char *argv[NATIVE_DETECT_MAX_ARGS];
     size_t lens[NATIVE_DETECT_MAX_ARGS];
     int argc;
-    if (c->cfg.no_native) return 0;
+    ns->bits = 0;
+    if (ns->off) return 0;
     argc = native_detect_commands_argv(argv, lens);
     if (conn_hook_queue(c, argc, argv, lens) != 0) return -1;
-    if (!c->hook_key[0]) return 1;
-    argc = native_detect_probe_argv(c->hook_key, argv, lens);
+    if (!ns->probe_key[0]) return 1;
+    argc = native_detect_probe_argv(ns->probe_key, argv, lens);
     if (conn_hook_queue(c, argc, argv, lens) != 0) return -1;
     return 2;
 }
 
-static void native_hook_reply(struct conn *c, int i, const redisReply *r) {
-    if (i == 0) c->native |= native_detect_commands(r) | c->cfg.native_assume;
-    else c->native |= native_detect_probe(r);
+static void native_hook_reply(struct conn *c, void *ud, int i, const redisReply *r) {
+    native_state *ns = ud;
+    (void)c;
+    if (i == 0) ns->bits |= native_detect_commands(r) | ns->assume;
+    else ns->bits |= native_detect_probe(r);
 }
 
 static const conn_hook native_hook = {native_hook_queue, native_hook_reply};
 
-void native_conn_setup(struct conn *c, const uint16_t *slot_node, int node) {
+void native_conn_setup(struct conn *c, native_state *ns, const uint16_t *slot_node, int node) {
     c->hook = &native_hook;
-    native_probe_key(slot_node, node, c->hook_key, sizeof c->hook_key);
+    c->hook_ud = ns;
+    native_probe_key(slot_node, node, ns->probe_key, sizeof ns->probe_key);
 }

@@ -34,6 +34,19 @@
 
 struct conn;
 
+/* What a connection's handshake learns of its node, kept by its owner
+ * (exec_conn.h) and filled in by the handshake's hook. */
+typedef struct native_state {
+    unsigned bits;              /* NATIVE_* bits (native_cmd.h) the node has, as
+                                   the last handshake said: 0 until its
+                                   replies are read, cleared for a command
+                                   the node then refuses */
+    unsigned assume;            /* tests only: bits claimed after every
+                                   detection, as if the node had said so */
+    int off;                    /* never detect nor use native commands */
+    char probe_key[NATIVE_PROBE_KEY_MAX];   /* the SET IFEQ probe's key ("": none) */
+} native_state;
+
 /* The requests, written into argv/lens (room for NATIVE_DETECT_MAX_ARGS);
  * each returns its argc. */
 int native_detect_commands_argv(const char **argv, size_t *lens);
@@ -49,8 +62,9 @@ unsigned native_detect_probe(const redisReply *r);
  * node serves no slot (then the SET probe is not sent). */
 int native_probe_key(const uint16_t *slot_node, int node, char *buf, size_t len);
 
-/* Turns detection on for a connection to a data node, with its probe key
- * (as native_probe_key). Takes effect at its next handshake. */
-void native_conn_setup(struct conn *c, const uint16_t *slot_node, int node);
+/* Turns detection on for a connection to a data node, into ns (which
+ * must live as long as c), with its probe key (as native_probe_key).
+ * Takes effect at its next handshake. */
+void native_conn_setup(struct conn *c, native_state *ns, const uint16_t *slot_node, int node);
 
 #endif

@@ -31,21 +31,9 @@ const script_def *script_find(const char *name);
 const script_def *script_find_len(const char *name, size_t len);
 size_t script_count(void);
 const script_def *script_at(size_t i);
-/* s's bit for a per-connection set of scripts (conn.h scripts_ran): bit
- * i for script_at(i), 0 for none beyond the 64th. */
+/* s's bit for a per-connection set of scripts (exec_conn.h scripts_ran):
+ * bit i for script_at(i), 0 for none beyond the 64th. */
 uint64_t script_bit(const script_def *s);
-
-/* Queues "SCRIPT LOAD <s's source>" on c, to go just before an EVAL of s:
- * a script created by SCRIPT LOAD is never evicted (Redis 8 evicts the
- * ones EVAL created, beyond 500), so the EVALSHAs after it keep finding
- * it. The EVAL still runs the script whatever the load answers. Nothing
- * is queued where the node refused SCRIPT LOAD before (c->no_script_load).
- * 1 queued, 0 not, -1 failed (out of memory). The caller drops its answer
- * (through conn_note_dropped); script_queue_load_skipped has the conn drop
- * it (c->skip), which is right only where every request still unanswered
- * on c is dropped too: the stop-and-wait callers. */
-int script_queue_load(conn *c, const script_def *s);
-int script_queue_load_skipped(conn *c, const script_def *s);
 
 /* Queues EVALSHA s nkeys args... on c, or, with eval, EVAL <s's source>
  * nkeys args... (after a NOSCRIPT, or where s has not run yet: the caller

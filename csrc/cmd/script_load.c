@@ -1,6 +1,6 @@
 /*
- * script_load.c: the requests that run a script: EVALSHA or EVAL, and the
- * SCRIPT LOAD queued before every EVAL (script.h).
+ * script_load.c: the requests that run a script: EVALSHA or EVAL (script.h);
+ * the SCRIPT LOAD queued before every EVAL is exec_conn.c's.
  *
  * EVAL alone would re-cache the script too, but Redis 8 evicts the scripts
  * EVAL created once there are more than 500 of them (least recently used
@@ -16,7 +16,6 @@
 
 #include <stdio.h>
 
-#include "monotime.h"
 
 int script_append(conn *c, const script_def *s, int eval, int nargs, const char **args,
                   const size_t *lens) {
@@ -38,26 +37,4 @@ int script_append(conn *c, const script_def *s, int eval, int nargs, const char 
         alens[3 + i] = lens[i];
     }
     return conn_append(c, nargs + 3, argv, alens);
-}
-
-int script_queue_load(conn *c, const script_def *s) {
-    const char *argv[3];
-    size_t lens[3];
-    if (c->no_script_load) return 0;
-    argv[0] = "SCRIPT";
-    lens[0] = 6;
-    argv[1] = "LOAD";
-    lens[1] = 4;
-    argv[2] = s->source;
-    lens[2] = s->len;
-    return conn_append(c, 3, argv, lens) == 0 ? 1 : -1;
-}
-
-int script_queue_load_skipped(conn *c, const script_def *s) {
-    int k = script_queue_load(c, s);
-    if (k == 1) {
-        if (c->skip == 0) c->skip_since = monotime_us();
-        c->skip++;
-    }
-    return k;
 }

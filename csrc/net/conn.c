@@ -122,10 +122,6 @@ void conn_drop(conn *c) {
     c->out_off = 0;
     c->sent_total = c->queued_total = 0;
     c->hs_n = c->hs_next = 0;
-    c->skip = 0;
-    c->skip_since = 0;
-    c->scripts_ran = 0;   /* the next connection may be to another server */
-    c->no_script_load = 0;
     c->last_reply_us = 0;
 }
 
@@ -172,6 +168,7 @@ void conn_adopt_fd(conn *c, int fd) {
     conn_drop(c);
     c->reader = redisReaderCreate();
     c->fd = fd;
+    c->gen++;
     c->pid = proc_id();
     if (c->reader == NULL) conn_fail(c, CONN_ENOMEM, "failed", "out of memory");
 }

@@ -39,7 +39,6 @@
 #include "tls.h"
 
 #define CONN_ERRSTR_LEN 200
-#define CONN_HOOK_KEY_MAX 32
 
 struct conn;
 
@@ -47,10 +46,11 @@ struct conn;
  * sets up (the command layer's native command detection, native_detect.h):
  * queue() queues them after PING and says how many (-1: failed to queue);
  * reply() gets each one's reply, i from 0, and must never fail the
- * handshake. The connection knows nothing of what they mean. */
+ * handshake. Both get the conn's hook_ud. The connection knows nothing of
+ * what they mean. */
 typedef struct conn_hook {
-    int (*queue)(struct conn *c);
-    void (*reply)(struct conn *c, int i, const redisReply *r);
+    int (*queue)(struct conn *c, void *ud);
+    void (*reply)(struct conn *c, void *ud, int i, const redisReply *r);
 } conn_hook;
 
 /* What kind of failure the last one was (conn_kind names it for Lua). */
@@ -75,11 +75,6 @@ typedef struct conn_config {
     long timeout_ms;         /* one command, send to whole reply; 0: none */
     tls_ctx *tls;            /* TLS settings (tls.h; a reference of its own in
                                 every copy), or NULL: plain TCP */
-    int no_native;           /* never detect nor use native compare commands */
-    unsigned native_assume;  /* tests only: NATIVE_* bits claimed after every
-                                detection, as if the node had said so (the
-                                specs drive the fallback paths with it on a
-                                server that lacks the commands) */
 } conn_config;
 
 /* What the handshake learned of the server (conn_new's probe = 1). */
@@ -95,6 +90,8 @@ typedef struct conn {
     sock_addrs addrs;        /* the endpoint's addresses (n == 0: unknown) */
     unsigned addrs_gen;      /* grows each time addrs is set anew */
     int fd;                  /* -1 while disconnected */
+    uint64_t gen;            /* sockets opened so far: whoever keeps state about
+                                the one in use sees a new one by this */
     int connecting;          /* non-blocking connect under way (conn_start) */
     tls_sess *tls;           /* the socket's TLS session, or NULL (plain) */
     int tls_hs;              /* its handshake is under way (1; 2 once the
@@ -116,10 +113,6 @@ typedef struct conn {
     uint64_t queued_total;   /* bytes queued since connect */
     unsigned char hs_kind[8];/* the handshake's replies, in order */
     int hs_n, hs_next;       /* how many; the next one to read */
-    int skip;                /* replies of requests nobody waits for any
-                                more (a fan-out that had enough): read and
-                                dropped before the next one is returned */
-    int64_t skip_since;      /* monotonic us when the oldest of them was given up */
     long spin_us;            /* conn_read polls this long before sleeping */
     int recv_fd;             /* the fd made blocking for conn_fill_wait, or -1 */
     long recv_timeo_ms;      /* its SO_RCVTIMEO in ms (0: none set) */
@@ -129,18 +122,7 @@ typedef struct conn {
     uint64_t handshakes;     /* handshakes completed: after the first, each
                                 one is a reconnect */
     const conn_hook *hook;   /* more requests for its handshake, or NULL */
-    char hook_key[CONN_HOOK_KEY_MAX]; /* the hook's own (native_detect.c: the
-                                key its SET IFEQ probe uses; "": none) */
-    unsigned native;         /* set by the hook: NATIVE_* bits (native_cmd.h)
-                                the node has, as learned by this connection's
-                                handshake: 0 until its replies are read,
-                                cleared for a command the node then refuses */
-    uint64_t scripts_ran;    /* bit i: script_at(i) ran on this socket
-                                (cleared whenever it is dropped; fanout.c
-                                sends EVAL until then: see there why) */
-    int no_script_load;      /* this node refused SCRIPT LOAD (an ACL without
-                                script|load, a renamed command): EVAL alone
-                                (script.h script_queue_load) */
+    void *hook_ud;           /* the hook's own, handed to it */
     int64_t last_reply_us;   /* monotonic us of the last reply conn_reply
                                 gave, or of conn_ensure's handshake: a conn idle
                                 longer than that is checked for a close by
@@ -182,7 +164,8 @@ int conn_ensure(conn *c);
 
 /* Drops c if the server closed it while it sat idle for over a second (its
  * `timeout`, CLIENT KILL, a proxy, the server's death): checked before a
- * request is queued, when nothing is in flight, so that it goes on a new
+ * request is queued, when nothing is in flight (the caller knows of
+ * requests whose replies it gave up on: then it does not ask), so that it goes on a new
  * connection rather than into a dead one, where it would fail with no
  * telling whether it ran. A drop, not a reconnect: the caller connects
  * the way its topology says (a Sentinel's master is looked up again). */
@@ -223,12 +206,9 @@ int conn_fill(conn *c);
 /* The next reply to a queued request, handshake replies consumed (and
  * checked) on the way: 1 with *r set, 0 none complete yet, -1 failed. */
 int conn_reply(conn *c, redisReply **r);
-/* r answers a request whose answer nobody reads (c->skip, or the watchdog's
- * SCRIPT LOAD): if it says the node refuses SCRIPT LOAD, c->no_script_load. */
-void conn_note_dropped(conn *c, const redisReply *r);
 /* conn_reply for a reply that is an integer and was simple: 1 with *v set
  * (no allocation), 0 when the next reply is something else or not here
- * yet (then ask conn_reply). Only after the handshake, with nothing to skip. */
+ * yet (then ask conn_reply). Only after the handshake. */
 int conn_reply_int(conn *c, long long *v);
 /* Removes the queued bytes [from, to) (stream offsets, see queued_total)
  * if none of them was sent yet: 0 removed, -1 already (partly) sent. */

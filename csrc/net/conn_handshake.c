@@ -54,7 +54,7 @@ int conn_queue_handshake(conn *c) {
         c->hs_kind[c->hs_n++] = HS_INFO;
     }
     if (c->hook) {
-        int i, n = c->hook->queue(c);
+        int i, n = c->hook->queue(c, c->hook_ud);
         if (n < 0 || c->hs_n + n > (int)sizeof c->hs_kind) return -1;
         for (i = 0; i < n; i++) c->hs_kind[c->hs_n++] = (unsigned char)(HS_HOOK + i);
     }
@@ -98,7 +98,7 @@ int conn_handshake_reply(conn *c, redisReply *r) {
     if (kind == HS_INFO) {
         conn_read_info(c, r);
     } else if (kind >= HS_HOOK) {
-        if (c->hook) c->hook->reply(c, kind - HS_HOOK, r);
+        if (c->hook) c->hook->reply(c, c->hook_ud, kind - HS_HOOK, r);
     } else if (r->type == REDIS_REPLY_ERROR) {
         c->err = CONN_EREDIS;
         snprintf(c->errstr, sizeof c->errstr, "redis error: %.*s",

@@ -28,8 +28,8 @@ static int conn_tls_flush(conn *c);   /* (below, with the rest of TLS) */
 int conn_begin(conn *c) {
     conn_drop(c);
     c->attempts++;   /* counters.h */
+    c->gen++;
     c->pid = proc_id();
-    c->native = 0;   /* learned anew by this handshake */
     c->reader = redisReaderCreate();
     if (c->reader == NULL || conn_queue_handshake(c) != 0) {
         conn_fail(c, CONN_ENOMEM, "failed", "out of memory");
@@ -333,12 +333,6 @@ int conn_reply(conn *c, redisReply **out) {
         }
         r = rep;
         if (c->hs_next >= c->hs_n) {
-            if (c->skip > 0) {
-                if (--c->skip == 0) c->skip_since = 0;
-                conn_note_dropped(c, r);
-                freeReplyObject(r);
-                continue;
-            }
             *out = r;
             c->last_reply_us = monotime_us();   /* (conn_check_idle) */
             return 1;
@@ -347,23 +341,9 @@ int conn_reply(conn *c, redisReply **out) {
     }
 }
 
-/* "NOPERM ... 'script|load' ..." (an ACL; Redis 6 names 'script'), "ERR
- * unknown command 'SCRIPT'" (renamed away) or "ERR unknown subcommand 'LOAD'":
- * the node will not load scripts for us. Any other dropped answer (a
- * fan-out's late one) is no news. */
-void conn_note_dropped(conn *c, const redisReply *r) {
-    if (r->type != REDIS_REPLY_ERROR || r->str == NULL) return;
-    if (r->len >= 6 && memcmp(r->str, "NOPERM", 6) == 0) {
-        if (strcasestr(r->str, "'script|load'") || strcasestr(r->str, "'script'")) c->no_script_load = 1;
-    } else if (strncasecmp(r->str, "ERR unknown command 'script'", 28) == 0 ||
-               strncasecmp(r->str, "ERR unknown subcommand 'load'", 29) == 0) {
-        c->no_script_load = 1;
-    }
-}
-
 int conn_reply_int(conn *c, long long *v) {
     size_t m;
-    if (c->fast_off >= c->fast_whole || c->hs_next < c->hs_n || c->skip > 0) return 0;
+    if (c->fast_off >= c->fast_whole || c->hs_next < c->hs_n) return 0;
     m = reply_fast_int(c->fast.p + c->fast_off, c->fast_whole - c->fast_off, v);
     c->fast_off += m;
     return m > 0;

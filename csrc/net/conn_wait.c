@@ -163,7 +163,7 @@ static int conn_closed_while_idle(conn *c) {
     struct pollfd p;
     char b;
     ssize_t n;
-    if (c->skip > 0 || conn_wants_write(c) || c->fast_off < c->fast.len || c->reader_holds)
+    if (conn_wants_write(c) || c->fast_off < c->fast.len || c->reader_holds)
         return 0;
     p.fd = c->fd;
     p.events = POLLIN;

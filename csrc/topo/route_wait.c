@@ -21,46 +21,38 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "counters.h"
 #include "deadline.h"
 #include "proc_id.h"
 #include "recovery.h"
 
-static void route_wait_fail(router *r, const conn *c) {
-    r->err = c->err;
-    snprintf(r->errstr, sizeof r->errstr, "%s", c->errstr);
-    if (r->t->mode != TOPO_SINGLE) r->stale = 1;
-}
-
-/* What a refusal (either reply) asks for, as route_exec would do it: a
+/* What a refusal (of either request) asks for, as route_run would do it: a
  * new connection (READONLY: the node is a replica now), the map looked up
  * again. This fast path follows no redirect and waits out no refusal
  * itself: any that asks for more (ASK, TRYAGAIN, LOADING, CLUSTERDOWN)
  * marks the map stale too, so that the next request goes through
- * route_exec, which knows the way. NOSCRIPT aside: route_wait_note. */
-static void route_wait_recover(router *r, conn *c, const redisReply *x) {
+ * route_run, which knows the way. NOSCRIPT aside: the machine notes it. */
+static void route_wait_recover(router *r, exec_conn *xc, const redisReply *x) {
     recovery rec;
-    if (x->type != REDIS_REPLY_ERROR || r->t->mode == TOPO_SINGLE) return;
+    if (x == NULL || x->type != REDIS_REPLY_ERROR || r->t->mode == TOPO_SINGLE) return;
     recovery_of_reply(x, r->t->mode, &rec);
     if (rec.cls == RECOVERY_NONE || rec.cls == RECOVERY_NOSCRIPT) return;
     r->stale = 1;
-    if (rec.todo & RECOVERY_DROP) conn_drop(c);
+    if (rec.todo & RECOVERY_DROP) conn_drop(xc->c);
 }
 
-/* Notes what the attempt's reply says of the connection: the script has
- * run on it, or its cache was flushed. */
-static void route_wait_note(conn *c, const script_def *s, const redisReply *a) {
-    uint64_t bit = script_bit(s);
-    recovery rec;
-    if (a->type != REDIS_REPLY_ERROR) {
-        c->scripts_ran |= bit;
-        return;
+/* The wait's replies: the BLPOP's within the wait's deadline, then the
+ * attempt's, which Redis ran right after the BLPOP returned, within the
+ * ordinary command timeout. The machine's step after the last. */
+static int route_wait_read(router *r, exec_req *x, exec_conn *xc) {
+    int step = EXEC_MORE;
+    while (step == EXEC_MORE) {
+        redisReply *reply = exec_conn_read(xc, x->deadline);
+        if (reply == NULL) return exec_failed(x, xc, 1);
+        step = exec_reply(x, xc, reply);
+        if (x->pre_due == 0 && x->pre_reply != NULL && step == EXEC_MORE)
+            x->deadline = deadline_in_ms(r->t->cfg.timeout_ms);
     }
-    recovery_of_reply(a, TOPO_SINGLE, &rec);   /* (NOSCRIPT is the same in every mode) */
-    if (rec.cls == RECOVERY_NOSCRIPT) {
-        c->scripts_ran &= ~bit;
-        conn_note_noscript(c);
-    }
+    return step;
 }
 
 int route_wait_try(router *r, const char *key, size_t klen, const char *secs, size_t slen,
@@ -68,60 +60,70 @@ int route_wait_try(router *r, const char *key, size_t klen, const char *secs, si
                    redisReply **woken, redisReply **attempt) {
     const char *bl[3];
     size_t bllen[3];
-    int64_t deadline;
-    int node, eval;
-    conn *c;
+    exec_req x;
+    int node, step;
+    exec_conn *xc;
     *woken = *attempt = NULL;
     /* Sentinel: never. A BLPOP on a master that is demoted meanwhile ends
      * at its timeout there, and the attempt behind it would run on a node
      * the sentinels no longer name: the plain wait sends the attempt
-     * through route_exec, which goes only to a confirmed master. */
+     * through route_run, which goes only to a confirmed master. */
     if (r->t->mode == TOPO_SENTINEL) return 0;
     if (r->stale || topo_epoch(r->t) == 0 || nargs > SCRIPT_MAX_ARGS || router_sync(r) != 0) return 0;
     node = r->t->mode == TOPO_SINGLE ? 0 : topo_node_of(r->snap, key, klen);
     if (node < 0 || node >= r->nconns) return 0;
-    c = r->conns[node];
-    if (c != NULL) conn_check_idle(c);
-    if (c == NULL || c->fd < 0 || c->pid != proc_id()) {
+    xc = r->conns[node];
+    if (xc != NULL) exec_conn_check_idle(xc);
+    if (xc == NULL || xc->c->fd < 0 || xc->c->pid != proc_id()) {
         /* (an ordinary wait that ended at its caller's deadline closed it) */
-        if ((c = router_conn(r, node)) == NULL) return 0;
-        if (conn_ensure(c) != 0) {
-            route_wait_fail(r, c);
+        if ((xc = router_conn(r, node)) == NULL) return 0;
+        if (conn_ensure(xc->c) != 0) {
+            r->err = xc->c->err;
+            snprintf(r->errstr, sizeof r->errstr, "%s", xc->c->errstr);
+            if (r->t->mode != TOPO_SINGLE) r->stale = 1;
             return -2;
         }
     }
-    deadline = deadline_in_ms(r->timeout_ms);   /* (after any connect) */
-
-    /* on a connection where the script has not run yet, EVAL, after a
-     * SCRIPT LOAD whose answer is skipped (script.h): put first, it never
+    /* (the deadline after any connect) on a connection where the script
+     * has not run yet, EVAL, after a SCRIPT LOAD: put first, it never
      * waits behind the BLPOP */
-    eval = !(c->scripts_ran & script_bit(s));
-    if (eval && script_queue_load_skipped(c, s) < 0) goto failed;
+    exec_init(&x, s, nargs, args, lens, key, klen, r->t->mode, EXEC_EVAL_FIRST, r->timeout_ms, DEADLINE_NONE);
     bl[0] = "BLPOP";
     bllen[0] = 5;
     bl[1] = key;
     bllen[1] = klen;
     bl[2] = secs;
     bllen[2] = slen;
-    if (conn_append(c, 3, bl, bllen) != 0 || route_append(c, s, eval, nargs, args, lens) != 0)
-        goto failed;
-    *woken = conn_read(c, deadline);
-    if (*woken == NULL) goto failed;
+    exec_set_pre(&x, 3, bl, bllen);
+    step = exec_write(&x, xc) != 0 ? EXEC_FAIL : route_wait_read(r, &x, xc);
+    *woken = exec_take_pre(&x);
+    if (step == EXEC_FAIL && *woken == NULL) {
+        exec_clear(&x);
+        r->err = x.err;
+        snprintf(r->errstr, sizeof r->errstr, "%s", x.errstr);
+        if (r->t->mode != TOPO_SINGLE) r->stale = 1;
+        return -1;
+    }
     r->last_node = node;
-    /* Redis ran the attempt right after the BLPOP returned: its answer is
-     * on its way, within the ordinary command timeout */
-    *attempt = conn_read(c, deadline_in_ms(r->t->cfg.timeout_ms));
-    if (*attempt == NULL) {
+    route_wait_recover(r, xc, *woken);
+    if (step == EXEC_DONE) {
+        *attempt = exec_take_answer(&x);
+        if (xc->c->fd >= 0) route_wait_recover(r, xc, *attempt);
+    } else if (step == EXEC_FAIL) {
+        /* the BLPOP's reply came, the attempt's did not: it may have run */
         freeReplyObject(*woken);
         *woken = NULL;
-        goto failed;
+        exec_clear(&x);
+        r->err = x.err;
+        snprintf(r->errstr, sizeof r->errstr, "%s", x.errstr);
+        if (r->t->mode != TOPO_SINGLE) r->stale = 1;
+        return -1;
+    } else {
+        /* refused, did not run (NOSCRIPT, a redirect, a pause): the wait
+         * says so, and the next attempt goes the ordinary way */
+        if (step != EXEC_SEND && r->t->mode != TOPO_SINGLE) r->stale = 1;
+        exec_clear(&x);
+        *attempt = NULL;
     }
-    route_wait_note(c, s, *attempt);
-    route_wait_recover(r, c, *woken);
-    if (c->fd >= 0) route_wait_recover(r, c, *attempt);
     return 1;
-
-failed:
-    route_wait_fail(r, c);
-    return -1;
 }

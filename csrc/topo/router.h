@@ -7,8 +7,9 @@
  * the router rebuilds its table for the new snapshot, keeping the
  * connections to nodes that are still there and closing the others.
  *
- * route_* run one request on the node of a key with the recovery rules of
- * recovery.h (redirects, re-resolution, NOSCRIPT, pauses), within the
+ * route_* run one request on the node of a key (exec.h's machine decides
+ * everything about it: what is sent, redirects, NOSCRIPT, pauses; the
+ * router routes it, connects, and waits for its replies), within the
  * command's deadline; a request that was sent is never sent again unless
  * Redis refused it (it did not run).
  *
@@ -28,13 +29,15 @@
 #include <hiredis.h>
 
 #include "conn.h"
+#include "exec.h"
+#include "exec_conn.h"
 #include "script.h"
 #include "topo.h"
 
 typedef struct router {
     topo *t;                /* a reference */
     topo_snap *snap;        /* what conns is built for (a reference), or NULL */
-    conn **conns;           /* per node of snap, NULL until first used */
+    exec_conn **conns;      /* per node of snap, NULL until first used */
     int nconns;
     int may_resolve;        /* 0 in the watchdog thread */
     int probe;              /* conns read INFO memory at connect */
@@ -58,7 +61,12 @@ void router_free(router *r);
 int router_sync(router *r);
 
 /* The connection to node i of r->snap (made, not connected, on first use). */
-conn *router_conn(router *r, int i);
+exec_conn *router_conn(router *r, int i);
+
+/* Runs x on r's nodes to its end (exec.h's driver for a caller that
+ * waits): the answer (an error reply included: the caller frees it), or
+ * NULL with errstr. */
+redisReply *route_run(router *r, exec_req *x);
 
 /* The kind of r's last failure ("connection", "timeout", "redis", "memory"). */
 const char *router_kind(const router *r);
@@ -72,16 +80,11 @@ redisReply *route_command(router *r, const char *key, size_t klen,
 redisReply *route_script(router *r, const script_def *s, int nargs,
                          const char **args, const size_t *lens);
 
-/* Queues EVAL (use_eval) or EVALSHA of script s on c (script_append), or
- * argv as given when s is NULL. 0, or -1 (errstr). */
-int route_append(conn *c, const script_def *s, int use_eval, int argc,
-                 const char **argv, const size_t *lens);
-
 /* A wait for a release and the attempt that follows it, in one write
  * (route_wait.c): BLPOP key secs, then script s, which Redis runs the
  * moment the BLPOP returns. 1: both replies read (*woken the BLPOP's,
  * *attempt the script's; either may be an error reply, and an error from
- * the script means it did not run); 0: nothing sent, the map is stale or
+ * the script, or *attempt NULL, means it did not run); 0: nothing sent, the map is stale or
  * the node is a Sentinel's master not connected (use route_command, which
  * refreshes and follows redirects); -1: failed (errstr), and the script
  * may have run; -2: could not connect (errstr), nothing was sent. */

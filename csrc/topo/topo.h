@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "conn.h"
+#include "exec_conn.h"
 #include "topo_mode.h"
 #include "topo_node.h"
 
@@ -38,6 +39,7 @@ typedef struct topo {
     topo_snap *cur;
     uint64_t epoch;         /* cur->epoch, readable without the mutex */
     conn_config cfg;        /* credentials, db and timeouts for every node */
+    exec_opts xopts;        /* native commands on its data nodes (exec_conn.h) */
     topo_node *seeds;       /* sentinels, or cluster seed nodes */
     int nseeds;
     char *master;           /* sentinel: the master's name */

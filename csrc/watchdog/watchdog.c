@@ -154,7 +154,7 @@ static int wd_check_path(wd *w, const char *key, size_t klen, char *errbuf, size
     s = topo_snap_get(w->t);
     topo_node node;
     wd_link *l;
-    conn *c;
+    exec_conn *x;
     int i, down;
     if (s == NULL) {
         snprintf(errbuf, errlen, "no topology loaded");
@@ -174,37 +174,37 @@ static int wd_check_path(wd *w, const char *key, size_t klen, char *errbuf, size
         return -1;
     }
     l = wd_link_find(w, &s->nodes[i]);
-    down = l == NULL || l->c->fd < 0;
+    down = l == NULL || l->x->c->fd < 0;
     pthread_mutex_unlock(&w->mu);
     if (!down) {
         topo_snap_put(w->t, s);
         return 0;
     }
     node = s->nodes[i];                      /* a shallow copy: s is held */
-    c = wd_link_conn(w, &node);
-    if (c == NULL) {
+    x = wd_link_conn(w, &node);
+    if (x == NULL) {
         topo_snap_put(w->t, s);
         snprintf(errbuf, errlen, "out of memory");
         return -1;
     }
-    native_conn_setup(c, s->slot_node, i);
-    if (conn_ensure(c) != 0) {
-        snprintf(errbuf, errlen, "%s", c->errstr);
-        conn_free(c);
+    exec_conn_setup(x, s->slot_node, i);
+    if (conn_ensure(x->c) != 0) {
+        snprintf(errbuf, errlen, "%s", x->c->errstr);
+        exec_conn_free(x);
         topo_snap_put(w->t, s);
         return -1;
     }
     pthread_mutex_lock(&w->mu);
     l = w->inherited ? NULL : wd_link_find(w, &node);
-    if (l && l->c->fd < 0 && l->n == 0) {
-        conn *old = l->c;
-        conn_note_replaced(c, old);   /* counters.h */
-        l->c = c;
-        c = old;
+    if (l && l->x->c->fd < 0 && l->n == 0) {
+        exec_conn *old = l->x;
+        conn_note_replaced(x->c, old->c);   /* counters.h */
+        l->x = x;
+        x = old;
     }
     pthread_mutex_unlock(&w->mu);
     topo_snap_put(w->t, s);
-    conn_free(c);
+    exec_conn_free(x);
     return 0;
 }
 

@@ -97,7 +97,7 @@ void wd_adopt_after_fork(wd *w) {
         l->head = 0;
         l->loading = 0;
         wd_ack_forget(w, l);
-        conn_drop(l->c);
+        conn_drop(l->x->c);
     }
     __atomic_store_n(&w->wake_fd, eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), __ATOMIC_RELEASE);
     w->losses.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

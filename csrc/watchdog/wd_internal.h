@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "conn.h"
+#include "exec_conn.h"
 #include "topo.h"
 #include "watchdog.h"
 #include "wd_entry.h"
@@ -58,7 +59,7 @@ typedef struct wd_acked {
 /* The watchdog's connection to one node, with its requests in order. */
 typedef struct wd_link {
     topo_node node;         /* which node (a copy) */
-    conn *c;                /* may_resolve = 0: the thread never resolves */
+    exec_conn *x;           /* its conn: may_resolve = 0, the thread never resolves */
     wd_req *q;              /* ring: oldest at head */
     uint32_t head, n, cap;
     int64_t since;          /* ms: when the current connect began */
@@ -176,7 +177,7 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
 int wd_links_sync(wd *w, int64_t now);
 int wd_link_open(wd_link *l, int64_t now);
 wd_link *wd_link_find(wd *w, const topo_node *n);
-conn *wd_link_conn(wd *w, const topo_node *n);
+exec_conn *wd_link_conn(wd *w, const topo_node *n);
 void wd_link_unqueue(wd_link *l, wd_entry *e);
 /* What wd_link_pump does with each answer it reads, given with its request
  * (taken off the queue; one with an entry): wd_apply_reply. 1: the link

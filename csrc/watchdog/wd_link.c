@@ -112,14 +112,14 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
          * dropped like an ASKING's: a request with no entry. (With one
          * in flight already, the EVAL runs after it anyway.) */
         int k;
-        from = l->c->queued_total;
-        if ((k = script_queue_load(l->c, renew)) < 0) return wd_link_queue_failed(w, l);
+        from = l->x->c->queued_total;
+        if ((k = exec_conn_queue_load(l->x, renew, 0)) < 0) return wd_link_queue_failed(w, l);
         if (k == 1) {
             req = wd_link_at(l, l->n++);
             memset(req, 0, sizeof *req);
             req->sent_at = sent_at;
             req->from = from;
-            req->to = l->c->queued_total;
+            req->to = l->x->c->queued_total;
             req->script = renew;
             l->loading |= script_bit(renew);
         }
@@ -127,15 +127,15 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
     if (asking) {
         static const char *ask[1] = {"ASKING"};
         static const size_t ask_len[1] = {6};
-        from = l->c->queued_total;
-        if (conn_append(l->c, 1, ask, ask_len) != 0) return wd_link_queue_failed(w, l);
+        from = l->x->c->queued_total;
+        if (conn_append(l->x->c, 1, ask, ask_len) != 0) return wd_link_queue_failed(w, l);
         req = wd_link_at(l, l->n++);
         memset(req, 0, sizeof *req);
         req->sent_at = sent_at;   /* the reply timeout counts from here too */
         req->from = from;
-        req->to = l->c->queued_total;
+        req->to = l->x->c->queued_total;
     }
-    from = l->c->queued_total;
+    from = l->x->c->queued_total;
     /* the script's key and arguments: key token ttl [left] */
     argv[0] = e->key;
     lens[0] = e->klen;
@@ -149,8 +149,8 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
     argv[2] = e->ttl_txt;
     nc.op = 0;
     if (!(how & (WD_SEND_EVAL | WD_SEND_SCRIPT | WD_SEND_AFTER_LOAD)))
-        native_build(l->c->native, renew, nargs, argv, lens, &nc);
-    if (nc.op ? conn_append(l->c, nc.argc, nc.argv, nc.lens) : script_append(l->c, renew, eval, nargs, argv, lens))
+        native_build(l->x->nat.bits, renew, nargs, argv, lens, &nc);
+    if (nc.op ? conn_append(l->x->c, nc.argc, nc.argv, nc.lens) : script_append(l->x->c, renew, eval, nargs, argv, lens))
         return wd_link_queue_failed(w, l);
     req = wd_link_at(l, l->n++);
     memset(req, 0, sizeof *req);   /* (the slot may be a WAIT's old one, or malloc's) */
@@ -158,7 +158,7 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
     req->ttl_ms = e->ttl_ms;
     req->sent_at = sent_at;
     req->from = from;
-    req->to = l->c->queued_total;
+    req->to = l->x->c->queued_total;
     req->eval = eval;
     req->after_load = (how & WD_SEND_AFTER_LOAD) != 0;
     req->native = nc.op;
@@ -182,7 +182,7 @@ void wd_link_unqueue(wd_link *l, wd_entry *e) {
         wd_req *req = wd_link_at(l, i - 1);
         uint64_t len;
         uint32_t first;
-        if (req->from < l->c->sent_total) return;
+        if (req->from < l->x->c->sent_total) return;
         if (req->e != e) {
             i--;
             continue;
@@ -190,10 +190,10 @@ void wd_link_unqueue(wd_link *l, wd_entry *e) {
         /* with the ASKING queued just before it, if any */
         first = i - 1;
         if (req->asking && first > 0 && wd_link_at(l, first - 1)->e == NULL &&
-            wd_link_at(l, first - 1)->from >= l->c->sent_total)
+            wd_link_at(l, first - 1)->from >= l->x->c->sent_total)
             first--;
         len = req->to - wd_link_at(l, first)->from;
-        if (conn_unqueue(l->c, wd_link_at(l, first)->from, req->to) != 0) return;
+        if (conn_unqueue(l->x->c, wd_link_at(l, first)->from, req->to) != 0) return;
         for (j = i; j < l->n; j++) {
             wd_req *next = wd_link_at(l, j);
             next->from -= len;
@@ -209,9 +209,9 @@ void wd_link_unqueue(wd_link *l, wd_entry *e) {
 void wd_link_drop(wd *w, wd_link *l, int64_t now) {
     /* Sentinel kills clients when it reconfigures a node, and a cluster
      * node that went away may have handed its slots over: look again */
-    if (w->t->mode != TOPO_SINGLE && l->c->fd >= 0) w->want_refresh = 1;
-    if (w->t->mode != TOPO_SINGLE && l->c->err == CONN_ECONNECT) w->want_refresh = 1;
-    conn_drop(l->c);
+    if (w->t->mode != TOPO_SINGLE && l->x->c->fd >= 0) w->want_refresh = 1;
+    if (w->t->mode != TOPO_SINGLE && l->x->c->err == CONN_ECONNECT) w->want_refresh = 1;
+    conn_drop(l->x->c);
     l->loading = 0;
     wd_ack_fail_all(w, l, now);
     l->unwaited = 0;
@@ -237,7 +237,7 @@ static int wd_link_seal(wd *w, wd_link *l, int64_t now) {
     wd_req *req;
     int need;
     int64_t ms;
-    if (l->c->fd < 0 || !wd_ack_due(l, &need, &ms)) return 0;
+    if (l->x->c->fd < 0 || !wd_ack_due(l, &need, &ms)) return 0;
     if (l->n + 1 > l->cap && wd_link_reserve(l, l->n + 1) != 0) return -1;
     argv[0] = "WAIT";
     lens[0] = 4;
@@ -245,20 +245,20 @@ static int wd_link_seal(wd *w, wd_link *l, int64_t now) {
     lens[1] = resp_i64(n_txt, need);
     argv[2] = ms_txt;
     lens[2] = resp_i64(ms_txt, ms);
-    from = l->c->queued_total;
-    if (conn_append(l->c, 3, argv, lens) != 0) return -1;
+    from = l->x->c->queued_total;
+    if (conn_append(l->x->c, 3, argv, lens) != 0) return -1;
     req = wd_link_at(l, l->n++);
     memset(req, 0, sizeof *req);
     req->wait = 1;
     req->sent_at = now;   /* (the reply timeout counts from here) */
     req->from = from;
-    req->to = l->c->queued_total;
+    req->to = l->x->c->queued_total;
     w->stats.waits++;
     return 0;
 }
 
 void wd_link_pump(wd *w, wd_link *l, int64_t now, wd_apply_fn apply) {
-    conn *c = l->c;
+    conn *c = l->x->c;
     short rev = l->revents;
     l->revents = 0;
     if (c->fd < 0) return;
@@ -286,7 +286,7 @@ void wd_link_pump(wd *w, wd_link *l, int64_t now, wd_apply_fn apply) {
         redisReply *r = NULL, answer;
         wd_req req;
         long long v;
-        int drop, k, fast = conn_reply_int(c, &v);
+        int drop, k, fast = exec_conn_reply_int(l->x, &v);
         if (fast) {
             /* the common answer, an integer: read in place, nothing to free */
             memset(&answer, 0, sizeof answer);
@@ -295,7 +295,7 @@ void wd_link_pump(wd *w, wd_link *l, int64_t now, wd_apply_fn apply) {
             r = &answer;
             k = 1;
         } else {
-            k = conn_reply(c, &r);
+            k = exec_conn_reply(l->x, &r);
         }
         if (k < 0) {
             wd_link_drop(w, l, now);
@@ -316,7 +316,7 @@ void wd_link_pump(wd *w, wd_link *l, int64_t now, wd_apply_fn apply) {
             wd_ack_answer(w, l, r, now);
         } else if (req.e == NULL) {
             if (req.script != NULL) l->loading &= ~script_bit(req.script);
-            conn_note_dropped(c, r);
+            exec_conn_note_dropped(l->x, r);
         }
         drop = req.e && apply(w, l, &req, r, now);
         if (!fast) freeReplyObject(r);
@@ -336,11 +336,11 @@ void wd_link_pump(wd *w, wd_link *l, int64_t now, wd_apply_fn apply) {
 void wd_link_expire(wd *w, wd_link *l, int64_t now) {
     uint32_t i;
     int dead = 0;
-    if (l->c->fd < 0) return;
+    if (l->x->c->fd < 0) return;
     /* (the TLS handshake too: a link that trickles it ends here) */
-    if (conn_connecting(l->c) && w->cfg.connect_timeout_ms > 0 &&
+    if (conn_connecting(l->x->c) && w->cfg.connect_timeout_ms > 0 &&
         now - l->since >= w->cfg.connect_timeout_ms) {
-        conn_fail_with(l->c, CONN_ETIMEOUT, "failed");
+        conn_fail_with(l->x->c, CONN_ETIMEOUT, "failed");
         wd_link_drop(w, l, now);
         return;
     }
@@ -365,15 +365,15 @@ void wd_link_expire(wd *w, wd_link *l, int64_t now) {
         now - wd_link_at(l, 0)->sent_at >= w->cfg.timeout_ms)
         dead = 1;
     if (dead) {
-        conn_fail_with(l->c, CONN_ETIMEOUT, "lost");
+        conn_fail_with(l->x->c, CONN_ETIMEOUT, "lost");
         wd_link_drop(w, l, now);
     }
 }
 
 int64_t wd_link_next_deadline(const wd *w, const wd_link *l) {
     int64_t t = INT64_MAX;
-    if (l->c->fd < 0) return t;
-    if (conn_connecting(l->c) && w->cfg.connect_timeout_ms > 0)
+    if (l->x->c->fd < 0) return t;
+    if (conn_connecting(l->x->c) && w->cfg.connect_timeout_ms > 0)
         t = l->since + w->cfg.connect_timeout_ms;
     if (l->n > 0 && l->end_lb < t) t = l->end_lb;
     if (l->n > 0 && w->cfg.timeout_ms > 0) {
@@ -384,11 +384,11 @@ int64_t wd_link_next_deadline(const wd *w, const wd_link *l) {
 }
 
 short wd_link_events(const wd_link *l) {
-    return conn_poll_events(l->c);
+    return conn_poll_events(l->x->c);
 }
 
 void wd_link_free(wd_link *l) {
-    conn_free(l->c);
+    exec_conn_free(l->x);
     free(l->q);
     free(l->held);
     topo_node_clear(&l->node);
@@ -397,24 +397,24 @@ void wd_link_free(wd_link *l) {
 
 /* A conn for node n with the watchdog's settings: it never resolves a
  * name, it uses the address the topology resolved. */
-conn *wd_link_conn(wd *w, const topo_node *n) {
+exec_conn *wd_link_conn(wd *w, const topo_node *n) {
     conn_config cfg;
-    conn *c;
+    exec_conn *x;
     topo_node_config(w->t, n, &cfg);
-    c = conn_new(&cfg);
-    if (c == NULL) return NULL;
-    c->may_resolve = 0;
-    c->counters = &w->net;
-    if (n->addrs.n > 0) conn_set_addrs(c, &n->addrs);
-    return c;
+    x = exec_conn_new(&cfg, &w->t->xopts);
+    if (x == NULL) return NULL;
+    x->c->may_resolve = 0;
+    x->c->counters = &w->net;
+    if (n->addrs.n > 0) conn_set_addrs(x->c, &n->addrs);
+    return x;
 }
 
 /* Starts connecting the link if it is down (the connect timeout counts from
  * now). 0, or -1 when even starting failed. */
 int wd_link_open(wd_link *l, int64_t now) {
-    if (l->c->fd >= 0) return 0;
+    if (l->x->c->fd >= 0) return 0;
     l->since = now;
-    return conn_start(l->c) < 0 ? -1 : 0;
+    return conn_start(l->x->c) < 0 ? -1 : 0;
 }
 
 wd_link *wd_link_find(wd *w, const topo_node *n) {
@@ -442,28 +442,28 @@ int wd_links_sync(wd *w, int64_t now) {
         wd_link *l = &links[i];
         if (wd_link_find(w, &s->nodes[i])) continue;
         if (topo_node_dup(&l->node, &s->nodes[i]) != 0) goto oom;
-        l->c = wd_link_conn(w, &s->nodes[i]);
-        if (l->c == NULL || wd_link_reserve(l, w->nentries * 2 + 5) != 0) goto oom;
-        native_conn_setup(l->c, s->slot_node, i);
+        l->x = wd_link_conn(w, &s->nodes[i]);
+        if (l->x == NULL || wd_link_reserve(l, w->nentries * 2 + 5) != 0) goto oom;
+        exec_conn_setup(l->x, s->slot_node, i);
     }
     /* then what cannot: moving the links we keep */
     for (i = 0; i < s->nnodes; i++) {
         wd_link *old;
-        if (links[i].c) continue;
+        if (links[i].x) continue;
         old = wd_link_find(w, &s->nodes[i]);
         links[i] = *old;
         memset(old, 0, sizeof *old);
         /* (the same node, what the topology knows of it may be news: its
          * renewals wait for replicas from now on, or no more) */
         links[i].node.replicas = s->nodes[i].replicas;
-        if (s->nodes[i].addrs.n > 0) conn_set_addrs(links[i].c, &s->nodes[i].addrs);
-        native_conn_setup(links[i].c, s->slot_node, i);
+        if (s->nodes[i].addrs.n > 0) conn_set_addrs(links[i].x->c, &s->nodes[i].addrs);
+        exec_conn_setup(links[i].x, s->slot_node, i);
     }
     {
         /* (the nodes left behind are not a reason to look again) */
         int want = w->want_refresh;
         for (j = 0; j < w->nlinks; j++)
-            if (w->links[j].c) {
+            if (w->links[j].x) {
                 wd_link_drop(w, &w->links[j], now);
                 wd_link_free(&w->links[j]);
             }

@@ -72,7 +72,7 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
             mapped.integer = v;
             r = &mapped;
         } else {
-            if (verdict == NATIVE_UNSUPPORTED) l->c->native &= ~req->native;
+            if (verdict == NATIVE_UNSUPPORTED) l->x->nat.bits &= ~req->native;
             if (!e->orphaned && e->state == WD_HELD) {
                 wd_resend(w, l, e, WD_SEND_SCRIPT, req->asking, req, req->script, now);
                 return 0;
@@ -91,7 +91,7 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
          * lease still counts from the first send. */
         int how = !req->after_load && (l->loading & script_bit(req->script)) ? WD_SEND_AFTER_LOAD
                                                                              : WD_SEND_EVAL;
-        conn_note_noscript(l->c);
+        conn_note_noscript(l->x->c);
         wd_resend(w, l, e, how, req->asking, req, req->script, now);
         return 0;
     }

@@ -129,7 +129,7 @@ static void *wd_main(void *arg) {
         pfd[0].events = POLLIN;
         pfd[0].revents = 0;
         for (i = 0; i < w->nlinks; i++) {
-            pfd[i + 1].fd = w->links[i].c->fd;
+            pfd[i + 1].fd = w->links[i].x->c->fd;
             pfd[i + 1].events = wd_link_events(&w->links[i]);
             pfd[i + 1].revents = 0;
         }
@@ -150,7 +150,7 @@ static void *wd_main(void *arg) {
             }
             /* (the links may have changed meanwhile: match by fd) */
             for (i = 0; i < n && i < w->nlinks; i++)
-                if (pfd[i + 1].fd == w->links[i].c->fd) w->links[i].revents = pfd[i + 1].revents;
+                if (pfd[i + 1].fd == w->links[i].x->c->fd) w->links[i].revents = pfd[i + 1].revents;
         }
     }
     pthread_mutex_unlock(&w->mu);

@@ -314,6 +314,7 @@ static void test_probe_key(void) {
     char key[NATIVE_PROBE_KEY_MAX];
     int s, node;
     conn c;
+    native_state ns;
     CHECK(native_probe_key(NULL, 0, key, sizeof key) == 0 && strcmp(key, "redislock:probe") == 0, "%s", key);
     /* three masters, as redis-cli --cluster create splits the slots */
     for (s = 0; s < SLOT_COUNT; s++) map[s] = (uint16_t)(s <= 5460 ? 0 : s <= 10922 ? 1 : 2);
@@ -351,8 +352,9 @@ static void test_probe_key(void) {
               "single slot %d: %s", s, key);
     }
     memset(&c, 0, sizeof c);
-    native_conn_setup(&c, NULL, 0);
-    CHECK(c.hook != NULL && strcmp(c.hook_key, "redislock:probe") == 0, "setup");
+    memset(&ns, 0, sizeof ns);
+    native_conn_setup(&c, &ns, NULL, 0);
+    CHECK(c.hook != NULL && c.hook_ud == &ns && strcmp(ns.probe_key, "redislock:probe") == 0, "setup");
 }
 
 int main(void) {

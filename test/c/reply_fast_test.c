@@ -30,6 +30,7 @@
 
 #include "check.h"
 #include "conn_pair.h"
+#include "exec_conn.h"
 #include "conn.h"
 #include "reply_fast.h"
 #include "reply_same.h"
@@ -181,6 +182,7 @@ static void test_stream(int round) {
     redisReply **want = calloc(REPLIES, sizeof *want);
     redisReader *rd = redisReaderCreate();
     conn *c;
+    exec_conn x;
     int peer, got = 0, fast_ints = 0;
     if (!stream || !want || !rd) abort();
     for (i = 0; i < REPLIES; i++) len += random_reply(stream + len, 0);
@@ -193,11 +195,14 @@ static void test_stream(int round) {
     redisReaderFree(rd);
 
     c = conn_pair(0, &peer);
+    memset(&x, 0, sizeof x);
+    x.c = c;
+    x.gen = c->gen;
     /* some rounds begin with replies nobody waits for (a fan-out that had
-     * enough): conn_reply drops them first, and conn_reply_int must not
-     * hand one out meanwhile */
+     * enough): exec_conn_reply drops them first, and exec_conn_reply_int
+     * must not hand one out meanwhile */
     if (round % 3 == 1) {
-        c->skip = 5;
+        exec_conn_give_up(&x, 5);
         got = 5;
     }
 
@@ -216,14 +221,14 @@ static void test_stream(int round) {
             long long v;
             int k;
             if (got >= REPLIES) break;
-            if (check_rand() % 2 && conn_reply_int(c, &v)) {
+            if (check_rand() % 2 && exec_conn_reply_int(&x, &v)) {
                 fast_ints++;
                 CHECK(want[got]->type == REDIS_REPLY_INTEGER && want[got]->integer == v,
                       "round %d: reply %d read as the integer %lld", round, got, v);
                 got++;
                 continue;
             }
-            k = conn_reply(c, &r);
+            k = exec_conn_reply(&x, &r);
             CHECK(k >= 0, "round %d: conn_reply failed: %s", round, c->errstr);
             if (k <= 0) break;
             CHECK(reply_same(r, want[got]), "round %d: reply %d differs from hiredis'", round, got);

@@ -1,0 +1,289 @@
+/*
+ * exec.c: one request's rules as a state machine (see exec.h).
+ */
+#include "exec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deadline.h"
+#include "monotime.h"
+#include "native_cmd.h"
+
+void exec_init(exec_req *x, const script_def *s, int argc, const char *const *argv, const size_t *lens,
+               const char *key, size_t klen, int mode, unsigned flags, long timeout_ms, int64_t until_us) {
+    memset(x, 0, sizeof *x);
+    x->script = s;
+    x->argc = argc;
+    x->argv = argv;
+    x->lens = lens;
+    x->key = key;
+    x->klen = klen;
+    x->mode = mode;
+    x->flags = flags;
+    x->deadline = deadline_in_ms(timeout_ms);
+    x->until = deadline_min(x->deadline, until_us);
+}
+
+void exec_set_pre(exec_req *x, int argc, const char *const *argv, const size_t *lens) {
+    int i;
+    x->pre_argc = argc < EXEC_MAX_PRE ? argc : EXEC_MAX_PRE;
+    for (i = 0; i < x->pre_argc; i++) {
+        x->pre_argv[i] = argv[i];
+        x->pre_lens[i] = lens[i];
+    }
+}
+
+int exec_fail(exec_req *x, int err, const char *errstr) {
+    x->err = err;
+    snprintf(x->errstr, sizeof x->errstr, "%s", errstr);
+    return EXEC_FAIL;
+}
+
+int exec_try(exec_req *x) {
+    if (++x->tries > EXEC_MAX_TRIES)
+        return exec_fail(x, CONN_EREDIS, "redis error: too many redirects (the cluster is resharding?)");
+    return EXEC_ROUTE;
+}
+
+/* Whether this attempt sends EVAL (after a SCRIPT LOAD): after a NOSCRIPT,
+ * or, for EXEC_EVAL_FIRST, where the script has not run on this socket. */
+static int exec_wants_eval(const exec_req *x, const exec_conn *xc) {
+    uint64_t bit;
+    if (x->script == NULL) return 0;
+    if (x->eval) return 1;
+    bit = script_bit(x->script);
+    return (x->flags & EXEC_EVAL_FIRST) && bit != 0 && !(xc->scripts_ran & bit);
+}
+
+/* The request itself: the native command (nc, when it has one), EVAL or
+ * EVALSHA, or the command. */
+static int exec_write_request(exec_req *x, exec_conn *xc, const native_cmd *nc) {
+    if (x->script == NULL) return conn_append(xc->c, x->argc, (const char **)x->argv, x->lens);
+    if (nc->op) return conn_append(xc->c, nc->argc, (const char **)nc->argv, nc->lens);
+    return script_append(xc->c, x->script, x->eval, x->argc, (const char **)x->argv, x->lens);
+}
+
+int exec_write(exec_req *x, exec_conn *xc) {
+    static const char *ask[1] = {"ASKING"};
+    static const size_t ask_len[1] = {6};
+    native_cmd nc;
+    int eval, k;
+    exec_conn_sync(xc);
+    /* the native command that stands in for the script where the node has
+     * one (its handshake read: a connection still connecting knows none
+     * yet, and sends the script), unless the script was asked for (a
+     * NOSCRIPT: it goes as EVAL; a native command that did not run) */
+    nc.op = 0;
+    if (x->script && !x->eval && !x->scripted)
+        native_build(xc->nat.bits, x->script, x->argc, (const char **)x->argv, x->lens, &nc);
+    x->native = nc.op;
+    eval = !nc.op && exec_wants_eval(x, xc);
+    x->load_due = x->pre_due = x->asking_due = 0;
+    x->eval = eval;
+    /* an EVAL goes after a SCRIPT LOAD (exec_conn.h); the ASKING right
+     * before the request, as it holds for the next command only */
+    if (eval) {
+        if ((k = exec_conn_queue_load(xc, x->script, 0)) < 0) goto failed;
+        x->load_due = k;
+    }
+    if (x->pre_argc > 0) {
+        if (conn_append(xc->c, x->pre_argc, x->pre_argv, x->pre_lens) != 0) goto failed;
+        x->pre_due = 1;
+    }
+    if (x->asking) {
+        if (conn_append(xc->c, 1, ask, ask_len) != 0) goto failed;
+        x->asking_due = 1;
+    }
+    if (exec_write_request(x, xc, &nc) != 0) goto failed;
+    x->due = x->load_due + x->pre_due + x->asking_due + 1;
+    return 0;
+failed:
+    exec_fail(x, xc->c->err ? xc->c->err : CONN_ENOMEM, xc->c->errstr[0] ? xc->c->errstr : "out of memory");
+    return -1;
+}
+
+/* The pause after a refusal that asks for one: the caller's deadline over,
+ * or no deadline at all and EXEC_MAX_WAITS waited: the refusal is the
+ * answer now (1). */
+static int exec_pause_over(const exec_req *x) {
+    if (x->until == DEADLINE_NONE && x->waits > EXEC_MAX_WAITS) return 1;
+    return deadline_passed(x->until);
+}
+
+/* What a refusal to be retried asks for besides: ASKING to its target, a
+ * pause, a new connection, a fresh look at the topology. */
+static int exec_redirect(exec_req *x, exec_conn *xc, redisReply *r, const recovery *rec) {
+    if (rec->todo & RECOVERY_ASKING) {
+        if (rec->target_len >= sizeof x->target) {
+            x->answer = r;    /* (no address we could follow: an answer) */
+            return EXEC_DONE;
+        }
+        memcpy(x->target, rec->target, rec->target_len);
+        x->target[rec->target_len] = '\0';
+        x->asking = 1;
+    }
+    if (rec->todo & RECOVERY_PAUSE) {
+        /* it did not run, and may once the node is ready (a slot being
+         * migrated, a dataset being loaded): wait, more each time, until
+         * the caller's deadline, without counting it as a redirect; then
+         * Redis' refusal is the answer. A refresh it asks for: once. */
+        x->waits++;
+        if (exec_pause_over(x)) {
+            x->answer = r;
+            return EXEC_DONE;
+        }
+        if ((rec->todo & RECOVERY_RESOLVE) && x->waits == 1) {
+            x->resolve = 1;
+            x->refreshed = 0;
+            x->asking = 0;
+        }
+        x->answer = r;    /* (kept: the answer if the pause ends it) */
+        return EXEC_PAUSE;
+    }
+    freeReplyObject(r);
+    if (rec->todo & RECOVERY_DROP) conn_drop(xc->c);   /* its node is a replica now */
+    if (rec->todo & RECOVERY_RESOLVE) {
+        /* the map changed, or the master did: look again, and go where it
+         * says (a later ASK says where again) */
+        x->resolve = 1;
+        x->refreshed = 0;
+        x->asking = 0;
+    }
+    if (deadline_passed(x->deadline))
+        return exec_fail(x, CONN_ETIMEOUT, "connection lost: timed out (following redirects)");
+    return EXEC_ROUTE;
+}
+
+/* The answer to the request itself (not to what went before it). */
+static int exec_answer(exec_req *x, exec_conn *xc, redisReply *r) {
+    recovery rec;
+    if (x->native) {
+        /* A native command stood in for the script: its answer read as the
+         * script's integer; or, when it gave none (an error: it did not
+         * run), the script, here and now, for the rest of the request. A
+         * command the node refuses is not tried again on this socket. */
+        long long v;
+        int verdict = native_reply(x->native, r, &v);
+        if (verdict == NATIVE_MAPPED) {
+            native_reply_set_int(r, v);
+            x->answer = r;
+            return EXEC_DONE;
+        }
+        if (verdict == NATIVE_UNSUPPORTED) xc->nat.bits &= ~x->native;
+        freeReplyObject(r);
+        x->scripted = 1;
+        return EXEC_SEND;
+    }
+    if (x->script && r->type != REDIS_REPLY_ERROR) xc->scripts_ran |= script_bit(x->script);
+    recovery_of_reply(r, x->mode, &rec);
+    if (!(rec.todo & RECOVERY_RETRY)) {
+        x->answer = r;    /* the answer, as Redis gave it */
+        return EXEC_DONE;
+    }
+    if (rec.todo & RECOVERY_EVAL) {
+        if (x->script == NULL || x->eval) {
+            x->answer = r;    /* not ours to load, or loaded already: an answer */
+            return EXEC_DONE;
+        }
+        /* the script cache is per node, and this one lacks it: EVAL it
+         * here (after ASKING again, if that is how we got here), loaded
+         * first; it did not run, so it runs exactly once */
+        freeReplyObject(r);
+        xc->scripts_ran &= ~script_bit(x->script);
+        conn_note_noscript(xc->c);
+        x->eval = 1;
+        return EXEC_SEND;
+    }
+    return exec_redirect(x, xc, r, &rec);
+}
+
+int exec_reply(exec_req *x, exec_conn *xc, redisReply *r) {
+    x->due--;
+    if (x->load_due > 0) {
+        x->load_due--;
+        exec_conn_note_dropped(xc, r);
+        freeReplyObject(r);
+        return EXEC_MORE;
+    }
+    if (x->pre_due > 0) {
+        x->pre_due--;
+        if (x->pre_reply) freeReplyObject(x->pre_reply);
+        x->pre_reply = r;
+        return EXEC_MORE;
+    }
+    if (x->asking_due > 0) {
+        x->asking_due--;
+        freeReplyObject(r);   /* (+OK; an error shows in the answer behind it) */
+        return EXEC_MORE;
+    }
+    return exec_answer(x, xc, r);
+}
+
+int exec_failed(exec_req *x, const exec_conn *xc, int sent) {
+    recovery rec;
+    const conn *c = xc->c;
+    recovery_of_failure(c->err, sent, x->mode, &rec);
+    exec_fail(x, c->err ? c->err : CONN_ELOST, c->errstr[0] ? c->errstr : "connection lost");
+    /* (EINTR: a signal asked us to stop; nothing to say of the node) */
+    if ((rec.todo & RECOVERY_RESOLVE) && c->err != CONN_EINTR) x->resolve = 1;
+    if (!(rec.todo & RECOVERY_RETRY) || c->err == CONN_EINTR || deadline_passed(x->deadline)) return EXEC_FAIL;
+    if (!sent) {
+        /* nothing was sent: after a fresh look the node may be another one
+         * (once; where there is nothing to look up, still once) */
+        if (x->refreshed) return EXEC_FAIL;
+        if (!(rec.todo & RECOVERY_RESOLVE)) x->refreshed = 1;
+        return EXEC_ROUTE;
+    }
+    /* sent, maybe run: never again, but for what may run twice, once */
+    if (!(x->flags & EXEC_IDEMPOTENT) || x->retried) return EXEC_FAIL;
+    x->retried = 1;
+    return EXEC_ROUTE;
+}
+
+int exec_resolve(exec_req *x) {
+    int r = x->resolve;
+    x->resolve = 0;
+    return r;
+}
+
+const char *exec_target(const exec_req *x) {
+    return x->asking ? x->target : NULL;
+}
+
+long exec_pause_ms(const exec_req *x) {
+    long ms = recovery_pause_ms(x->waits);
+    if (x->until != DEADLINE_NONE) {
+        int64_t left = (x->until - monotime_us()) / 1000;
+        if (left < ms) ms = left > 0 ? (long)left : 0;
+    }
+    return ms;
+}
+
+int exec_after_pause(exec_req *x) {
+    if (deadline_passed(x->until) ||
+        (x->deadline != DEADLINE_NONE && x->deadline - monotime_us() < EXEC_LAST_SEND_MS * 1000))
+        return EXEC_DONE;    /* the refusal kept in answer is the answer */
+    if (x->answer) freeReplyObject(x->answer);
+    x->answer = NULL;
+    return EXEC_ROUTE;
+}
+
+redisReply *exec_take_answer(exec_req *x) {
+    redisReply *r = x->answer;
+    x->answer = NULL;
+    return r;
+}
+
+redisReply *exec_take_pre(exec_req *x) {
+    redisReply *r = x->pre_reply;
+    x->pre_reply = NULL;
+    return r;
+}
+
+void exec_clear(exec_req *x) {
+    if (x->answer) freeReplyObject(x->answer);
+    if (x->pre_reply) freeReplyObject(x->pre_reply);
+    x->answer = x->pre_reply = NULL;
+}
