@@ -42,18 +42,27 @@ int exec_fail(exec_req *x, int err, const char *errstr) {
 }
 
 int exec_try(exec_req *x) {
-    if (++x->tries > EXEC_MAX_TRIES)
+    if (++x->st.tries > EXEC_MAX_TRIES)
         return exec_fail(x, CONN_EREDIS, "redis error: too many redirects (the cluster is resharding?)");
     return EXEC_ROUTE;
 }
 
 /* Whether this attempt sends EVAL (after a SCRIPT LOAD): after a NOSCRIPT,
- * or, for EXEC_EVAL_FIRST, where the script has not run on this socket. */
-static int exec_wants_eval(const exec_req *x, const exec_conn *xc) {
+ * or, for EXEC_EVAL_FIRST, where the script has not run on this socket.
+ * After a NOSCRIPT where a SCRIPT LOAD of it is still in flight on the
+ * socket (queued by a request ahead of this one in a pipeline), EVALSHA
+ * behind that load does, without the source, once; EVAL if refused again. */
+static int exec_wants_eval(exec_req *x, const exec_conn *xc) {
     uint64_t bit;
     if (x->script == NULL) return 0;
-    if (x->eval) return 1;
     bit = script_bit(x->script);
+    if (x->st.want_eval) {
+        if (bit != 0 && (xc->loading & bit) && !x->st.after_load) {
+            x->st.after_load = 1;
+            return 0;
+        }
+        return 1;
+    }
     return (x->flags & EXEC_EVAL_FIRST) && bit != 0 && !(xc->scripts_ran & bit);
 }
 
@@ -62,7 +71,7 @@ static int exec_wants_eval(const exec_req *x, const exec_conn *xc) {
 static int exec_write_request(exec_req *x, exec_conn *xc, const native_cmd *nc) {
     if (x->script == NULL) return conn_append(xc->c, x->argc, (const char **)x->argv, x->lens);
     if (nc->op) return conn_append(xc->c, nc->argc, (const char **)nc->argv, nc->lens);
-    return script_append(xc->c, x->script, x->eval, x->argc, (const char **)x->argv, x->lens);
+    return script_append(xc->c, x->script, x->st.eval, x->argc, (const char **)x->argv, x->lens);
 }
 
 int exec_write(exec_req *x, exec_conn *xc) {
@@ -76,28 +85,28 @@ int exec_write(exec_req *x, exec_conn *xc) {
      * yet, and sends the script), unless the script was asked for (a
      * NOSCRIPT: it goes as EVAL; a native command that did not run) */
     nc.op = 0;
-    if (x->script && !x->eval && !x->scripted)
+    if (x->script && !x->st.want_eval && !x->st.scripted)
         native_build(xc->nat.bits, x->script, x->argc, (const char **)x->argv, x->lens, &nc);
-    x->native = nc.op;
+    x->st.native = (uint8_t)nc.op;
     eval = !nc.op && exec_wants_eval(x, xc);
-    x->load_due = x->pre_due = x->asking_due = 0;
-    x->eval = eval;
+    x->st.load_due = x->st.pre_due = x->st.asking_due = 0;
+    x->st.eval = eval;
     /* an EVAL goes after a SCRIPT LOAD (exec_conn.h); the ASKING right
      * before the request, as it holds for the next command only */
     if (eval) {
         if ((k = exec_conn_queue_load(xc, x->script, 0)) < 0) goto failed;
-        x->load_due = k;
+        x->st.load_due = (uint8_t)k;
     }
     if (x->pre_argc > 0) {
         if (conn_append(xc->c, x->pre_argc, x->pre_argv, x->pre_lens) != 0) goto failed;
-        x->pre_due = 1;
+        x->st.pre_due = 1;
     }
-    if (x->asking) {
+    if (x->st.asking) {
         if (conn_append(xc->c, 1, ask, ask_len) != 0) goto failed;
-        x->asking_due = 1;
+        x->st.asking_due = 1;
     }
     if (exec_write_request(x, xc, &nc) != 0) goto failed;
-    x->due = x->load_due + x->pre_due + x->asking_due + 1;
+    x->st.due = (uint8_t)(x->st.load_due + x->st.pre_due + x->st.asking_due + 1);
     return 0;
 failed:
     exec_fail(x, xc->c->err ? xc->c->err : CONN_ENOMEM, xc->c->errstr[0] ? xc->c->errstr : "out of memory");
@@ -108,7 +117,7 @@ failed:
  * or no deadline at all and EXEC_MAX_WAITS waited: the refusal is the
  * answer now (1). */
 static int exec_pause_over(const exec_req *x) {
-    if (x->until == DEADLINE_NONE && x->waits > EXEC_MAX_WAITS) return 1;
+    if (x->until == DEADLINE_NONE && x->st.waits > EXEC_MAX_WAITS) return 1;
     return deadline_passed(x->until);
 }
 
@@ -122,22 +131,22 @@ static int exec_redirect(exec_req *x, exec_conn *xc, redisReply *r, const recove
         }
         memcpy(x->target, rec->target, rec->target_len);
         x->target[rec->target_len] = '\0';
-        x->asking = 1;
+        x->st.asking = 1;
     }
     if (rec->todo & RECOVERY_PAUSE) {
         /* it did not run, and may once the node is ready (a slot being
          * migrated, a dataset being loaded): wait, more each time, until
          * the caller's deadline, without counting it as a redirect; then
          * Redis' refusal is the answer. A refresh it asks for: once. */
-        x->waits++;
+        x->st.waits++;
         if (exec_pause_over(x)) {
             x->answer = r;
             return EXEC_DONE;
         }
-        if ((rec->todo & RECOVERY_RESOLVE) && x->waits == 1) {
-            x->resolve = 1;
-            x->refreshed = 0;
-            x->asking = 0;
+        if ((rec->todo & RECOVERY_RESOLVE) && x->st.waits == 1) {
+            x->st.resolve = 1;
+            x->st.refreshed = 0;
+            x->st.asking = 0;
         }
         x->answer = r;    /* (kept: the answer if the pause ends it) */
         return EXEC_PAUSE;
@@ -147,9 +156,9 @@ static int exec_redirect(exec_req *x, exec_conn *xc, redisReply *r, const recove
     if (rec->todo & RECOVERY_RESOLVE) {
         /* the map changed, or the master did: look again, and go where it
          * says (a later ASK says where again) */
-        x->resolve = 1;
-        x->refreshed = 0;
-        x->asking = 0;
+        x->st.resolve = 1;
+        x->st.refreshed = 0;
+        x->st.asking = 0;
     }
     if (deadline_passed(x->deadline))
         return exec_fail(x, CONN_ETIMEOUT, "connection lost: timed out (following redirects)");
@@ -159,21 +168,21 @@ static int exec_redirect(exec_req *x, exec_conn *xc, redisReply *r, const recove
 /* The answer to the request itself (not to what went before it). */
 static int exec_answer(exec_req *x, exec_conn *xc, redisReply *r) {
     recovery rec;
-    if (x->native) {
+    if (x->st.native) {
         /* A native command stood in for the script: its answer read as the
          * script's integer; or, when it gave none (an error: it did not
          * run), the script, here and now, for the rest of the request. A
          * command the node refuses is not tried again on this socket. */
         long long v;
-        int verdict = native_reply(x->native, r, &v);
+        int verdict = native_reply(x->st.native, r, &v);
         if (verdict == NATIVE_MAPPED) {
             native_reply_set_int(r, v);
             x->answer = r;
             return EXEC_DONE;
         }
-        if (verdict == NATIVE_UNSUPPORTED) xc->nat.bits &= ~x->native;
+        if (verdict == NATIVE_UNSUPPORTED) xc->nat.bits &= ~(unsigned)x->st.native;
         freeReplyObject(r);
-        x->scripted = 1;
+        x->st.scripted = 1;
         return EXEC_SEND;
     }
     if (x->script && r->type != REDIS_REPLY_ERROR) xc->scripts_ran |= script_bit(x->script);
@@ -183,8 +192,8 @@ static int exec_answer(exec_req *x, exec_conn *xc, redisReply *r) {
         return EXEC_DONE;
     }
     if (rec.todo & RECOVERY_EVAL) {
-        if (x->script == NULL || x->eval) {
-            x->answer = r;    /* not ours to load, or loaded already: an answer */
+        if (x->script == NULL || x->st.eval) {
+            x->answer = r;    /* not ours to load, or sent as EVAL: an answer */
             return EXEC_DONE;
         }
         /* the script cache is per node, and this one lacks it: EVAL it
@@ -193,28 +202,29 @@ static int exec_answer(exec_req *x, exec_conn *xc, redisReply *r) {
         freeReplyObject(r);
         xc->scripts_ran &= ~script_bit(x->script);
         conn_note_noscript(xc->c);
-        x->eval = 1;
+        x->st.want_eval = 1;
         return EXEC_SEND;
     }
     return exec_redirect(x, xc, r, &rec);
 }
 
 int exec_reply(exec_req *x, exec_conn *xc, redisReply *r) {
-    x->due--;
-    if (x->load_due > 0) {
-        x->load_due--;
+    x->st.due--;
+    if (x->st.load_due > 0) {
+        x->st.load_due--;
+        exec_conn_loaded(xc, x->script);
         exec_conn_note_dropped(xc, r);
         freeReplyObject(r);
         return EXEC_MORE;
     }
-    if (x->pre_due > 0) {
-        x->pre_due--;
+    if (x->st.pre_due > 0) {
+        x->st.pre_due--;
         if (x->pre_reply) freeReplyObject(x->pre_reply);
         x->pre_reply = r;
         return EXEC_MORE;
     }
-    if (x->asking_due > 0) {
-        x->asking_due--;
+    if (x->st.asking_due > 0) {
+        x->st.asking_due--;
         freeReplyObject(r);   /* (+OK; an error shows in the answer behind it) */
         return EXEC_MORE;
     }
@@ -227,33 +237,33 @@ int exec_failed(exec_req *x, const exec_conn *xc, int sent) {
     recovery_of_failure(c->err, sent, x->mode, &rec);
     exec_fail(x, c->err ? c->err : CONN_ELOST, c->errstr[0] ? c->errstr : "connection lost");
     /* (EINTR: a signal asked us to stop; nothing to say of the node) */
-    if ((rec.todo & RECOVERY_RESOLVE) && c->err != CONN_EINTR) x->resolve = 1;
+    if ((rec.todo & RECOVERY_RESOLVE) && c->err != CONN_EINTR) x->st.resolve = 1;
     if (!(rec.todo & RECOVERY_RETRY) || c->err == CONN_EINTR || deadline_passed(x->deadline)) return EXEC_FAIL;
     if (!sent) {
         /* nothing was sent: after a fresh look the node may be another one
          * (once; where there is nothing to look up, still once) */
-        if (x->refreshed) return EXEC_FAIL;
-        if (!(rec.todo & RECOVERY_RESOLVE)) x->refreshed = 1;
+        if (x->st.refreshed) return EXEC_FAIL;
+        if (!(rec.todo & RECOVERY_RESOLVE)) x->st.refreshed = 1;
         return EXEC_ROUTE;
     }
     /* sent, maybe run: never again, but for what may run twice, once */
-    if (!(x->flags & EXEC_IDEMPOTENT) || x->retried) return EXEC_FAIL;
-    x->retried = 1;
+    if (!(x->flags & EXEC_IDEMPOTENT) || x->st.retried) return EXEC_FAIL;
+    x->st.retried = 1;
     return EXEC_ROUTE;
 }
 
 int exec_resolve(exec_req *x) {
-    int r = x->resolve;
-    x->resolve = 0;
+    int r = x->st.resolve;
+    x->st.resolve = 0;
     return r;
 }
 
 const char *exec_target(const exec_req *x) {
-    return x->asking ? x->target : NULL;
+    return x->st.asking ? x->target : NULL;
 }
 
 long exec_pause_ms(const exec_req *x) {
-    long ms = recovery_pause_ms(x->waits);
+    long ms = recovery_pause_ms(x->st.waits);
     if (x->until != DEADLINE_NONE) {
         int64_t left = (x->until - monotime_us()) / 1000;
         if (left < ms) ms = left > 0 ? (long)left : 0;
@@ -268,6 +278,14 @@ int exec_after_pause(exec_req *x) {
     if (x->answer) freeReplyObject(x->answer);
     x->answer = NULL;
     return EXEC_ROUTE;
+}
+
+int exec_answer_next(const exec_state *st) {
+    return st->due == 1 && st->native == 0;
+}
+
+void exec_note_ran(exec_conn *xc, const script_def *s) {
+    if (s) xc->scripts_ran |= script_bit(s);
 }
 
 redisReply *exec_take_answer(exec_req *x) {

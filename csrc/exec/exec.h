@@ -72,6 +72,28 @@ enum exec_step {
     EXEC_FAIL           /* give up: err and errstr say why */
 };
 
+/* How far a request got: all a driver that keeps many in flight (the
+ * watchdog's pipelines) needs to keep of each between its replies; the
+ * rest of exec_req it can make again from what it sent. */
+typedef struct exec_state {
+    uint16_t tries, waits;
+    uint8_t due;                /* replies of this attempt still to come */
+    uint8_t load_due;           /* of which the SCRIPT LOAD's (first) */
+    uint8_t pre_due;            /* of which the pre command's */
+    uint8_t asking_due;         /* of which the ASKING's */
+    uint8_t native;             /* this attempt's native command (native_cmd.h), 0: none */
+    unsigned want_eval : 1;     /* the node lacks the script (NOSCRIPT): EVAL it */
+    unsigned eval : 1;          /* this attempt sends EVAL (after SCRIPT LOAD) */
+    unsigned after_load : 1;    /* this attempt sends EVALSHA behind a SCRIPT
+                                   LOAD of it still in flight on the socket
+                                   (another request's, in a pipeline) */
+    unsigned scripted : 1;      /* the native command did not run: the script */
+    unsigned asking : 1;        /* the next attempt goes to target, after ASKING */
+    unsigned resolve : 1;       /* look the topology up before the next attempt */
+    unsigned refreshed : 1;     /* the driver looked it up during this request */
+    unsigned retried : 1;       /* sent again once after a lost reply */
+} exec_state;
+
 typedef struct exec_req {
     /* the request (borrowed) */
     const script_def *script;   /* NULL: argv is a plain command */
@@ -91,19 +113,7 @@ typedef struct exec_req {
     int64_t until;              /* us: how long a refusal may be waited out:
                                    the caller's deadline, within deadline */
 
-    /* how far it got */
-    int tries, waits;
-    unsigned eval : 1;          /* send EVAL (after SCRIPT LOAD), not EVALSHA */
-    unsigned scripted : 1;      /* the native command did not run: the script */
-    unsigned asking : 1;        /* the next attempt goes to target, after ASKING */
-    unsigned resolve : 1;       /* look the topology up before the next attempt */
-    unsigned refreshed : 1;     /* the driver looked it up during this request */
-    unsigned retried : 1;       /* sent again once after a lost reply */
-    unsigned native;            /* this attempt's native command (native_cmd.h), 0: none */
-    int due;                    /* replies of this attempt still to come */
-    int load_due;               /* of which the SCRIPT LOAD's (first) */
-    int pre_due;                /* of which the pre command's */
-    int asking_due;             /* of which the ASKING's */
+    exec_state st;              /* how far it got */
     redisReply *pre_reply;      /* the pre command's reply (exec_take_pre) */
     redisReply *answer;         /* EXEC_DONE: the answer (exec_take_answer) */
     char target[EXEC_TARGET_MAX]; /* ASK: where to ("host:port") */
@@ -163,6 +173,13 @@ int exec_try(exec_req *x);
  * from then on (freed by it). NULL when there is none. */
 redisReply *exec_take_answer(exec_req *x);
 redisReply *exec_take_pre(exec_req *x);
+
+/* Whether the next reply of a request at st is its own answer and, being
+ * an integer, its final one (no native command to map it): a driver may
+ * read it in place (conn_reply_int), call exec_note_ran, and take it as
+ * EXEC_DONE without the reply object. */
+int exec_answer_next(const exec_state *st);
+void exec_note_ran(exec_conn *xc, const script_def *s);
 
 /* Frees whatever the request still holds. */
 void exec_clear(exec_req *x);

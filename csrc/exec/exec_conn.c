@@ -42,6 +42,7 @@ void exec_conn_sync(exec_conn *x) {
     x->gen = x->c->gen;
     x->scripts_ran = 0;       /* the next connection may be to another server */
     x->no_script_load = 0;
+    x->loading = 0;
     x->skip = 0;
     x->skip_since = 0;
 }
@@ -109,7 +110,12 @@ int exec_conn_queue_load(exec_conn *x, const script_def *s, int skipped) {
     lens[2] = s->len;
     if (conn_append(x->c, 3, argv, lens) != 0) return -1;
     if (skipped) exec_conn_give_up(x, 1);
+    else x->loading |= script_bit(s);
     return 1;
+}
+
+void exec_conn_loaded(exec_conn *x, const script_def *s) {
+    x->loading &= ~script_bit(s);
 }
 
 void exec_conn_check_idle(exec_conn *x) {

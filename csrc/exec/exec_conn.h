@@ -40,6 +40,11 @@ typedef struct exec_conn {
                                sends EVAL until then: see there why) */
     int no_script_load;     /* the node refused SCRIPT LOAD (an ACL without
                                script|load, a renamed command): EVAL alone */
+    uint64_t loading;       /* script_bit()s of the SCRIPT LOADs queued and not
+                               answered yet: a request of one of them refused
+                               NOSCRIPT before it ran goes again as EVALSHA
+                               behind it, not as EVAL (a pipeline of many
+                               renewals after a flush: one load, one EVAL) */
     int skip;               /* replies nobody waits for still to come */
     int64_t skip_since;     /* monotonic us: when the oldest was given up */
     uint64_t gen;           /* c->gen the above is about */
@@ -72,6 +77,10 @@ void exec_conn_give_up(exec_conn *x, int n);
 /* r answers a request whose answer nobody reads (a given-up one, a SCRIPT
  * LOAD): if it says the node refuses SCRIPT LOAD, no_script_load. */
 void exec_conn_note_dropped(exec_conn *x, const redisReply *r);
+
+/* The answer to a SCRIPT LOAD of s queued with exec_conn_queue_load came
+ * (or was dropped): none in flight any more. */
+void exec_conn_loaded(exec_conn *x, const script_def *s);
 
 /* Queues "SCRIPT LOAD <s's source>" to go just before an EVAL of s (a
  * script created by SCRIPT LOAD is never evicted: Redis 8 evicts the

@@ -127,7 +127,7 @@ static void fanout_give_up(router *r, fanout_node *nodes, fanout_result *out, in
     for (i = 0; i < n; i++) {
         exec_conn *xc = nodes[i].xc;
         if (out[i].done || xc == NULL) continue;
-        exec_conn_give_up(xc, nodes[i].x.due);
+        exec_conn_give_up(xc, nodes[i].x.st.due);
         exec_clear(&nodes[i].x);
         out[i].done = 1;
         out[i].err = CONN_ETIMEOUT;

@@ -49,7 +49,7 @@ static int route_wait_read(router *r, exec_req *x, exec_conn *xc) {
         redisReply *reply = exec_conn_read(xc, x->deadline);
         if (reply == NULL) return exec_failed(x, xc, 1);
         step = exec_reply(x, xc, reply);
-        if (x->pre_due == 0 && x->pre_reply != NULL && step == EXEC_MORE)
+        if (x->st.pre_due == 0 && x->pre_reply != NULL && step == EXEC_MORE)
             x->deadline = deadline_in_ms(r->t->cfg.timeout_ms);
     }
     return step;

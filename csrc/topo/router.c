@@ -160,9 +160,9 @@ static int route_node(router *r, exec_req *x, int *step) {
         node = x->key ? topo_node_of(r->snap, x->key, x->klen) : 0;
     }
     if (node >= 0) return node;
-    if (!x->refreshed) {
+    if (!x->st.refreshed) {
         r->stale = 1;
-        x->asking = 0;
+        x->st.asking = 0;
         *step = EXEC_ROUTE;
     } else {
         *step = exec_fail(x, CONN_EREDIS, "redis error: CLUSTERDOWN no node serves this key's slot");
@@ -215,7 +215,7 @@ static int route_attempt(router *r, exec_req *x) {
     if (r->stale) {
         if (router_refresh(r, r->snap ? r->snap->epoch : 0) != 0) return exec_fail(x, r->err, r->errstr);
         r->stale = 0;
-        x->refreshed = 1;
+        x->st.refreshed = 1;
     }
     if (router_sync(r) != 0) return exec_fail(x, r->err, r->errstr);
     node = route_node(r, x, &step);
@@ -228,11 +228,11 @@ static int route_attempt(router *r, exec_req *x) {
      * (once a call), and every request while the master is in doubt waits
      * for a confirmed one, whatever this call did before (a LOADING retry,
      * an EVAL after NOSCRIPT) */
-    if (r->t->mode == TOPO_SENTINEL && (!topo_confirmed(r->t) || (xc->c->fd < 0 && !x->refreshed))) {
+    if (r->t->mode == TOPO_SENTINEL && (!topo_confirmed(r->t) || (xc->c->fd < 0 && !x->st.refreshed))) {
         if (deadline_passed(x->deadline))
             return exec_fail(x, CONN_ETIMEOUT, "connection lost: timed out (no master confirmed by the sentinels)");
         r->stale = 1;
-        x->tries--;   /* (not a redirect) */
+        x->st.tries--;   /* (not a redirect) */
         return EXEC_ROUTE;
     }
     if (conn_ensure(xc->c) != 0) {
@@ -250,7 +250,7 @@ static int route_attempt(router *r, exec_req *x) {
 
 redisReply *route_run(router *r, exec_req *x) {
     int step = EXEC_ROUTE;
-    if (topo_epoch(r->t) == 0) x->refreshed = 1;   /* router_sync loads it now */
+    if (topo_epoch(r->t) == 0) x->st.refreshed = 1;   /* router_sync loads it now */
     while (step != EXEC_DONE && step != EXEC_FAIL) {
         if (step == EXEC_PAUSE) {
             router_sleep_ms(exec_pause_ms(x));

@@ -382,7 +382,7 @@ void wd_renewed(wd *w, uint64_t id, int64_t ttl_ms, int64_t lease_end_ms, int64_
              * wakes for it if it sleeps past it (its loss is due then) */
             wd_lease_lowered(w, lease_end_ms);
             if (lease_end_ms < w->wake_at) wd_wake(w);
-            e->raced = 1;   /* wd_apply_reply renews at once */
+            e->raced = 1;   /* wd_renewal_ok renews at once */
         } else {
             int64_t now = monotime_ms();
             wd_heap_remove(&w->heap, e);

@@ -117,7 +117,7 @@ void wd_ack_answer(wd *w, wd_link *l, const redisReply *r, int64_t now) {
     for (i = 0; i < n; i++) {
         const wd_acked *a = &l->held[i];
         int ok = acks >= wd_ack_need(l, a->e);
-        /* (a doubt cast since it was sent: as in wd_apply_reply) */
+        /* (a doubt cast since it was sent: as in wd_apply_answer) */
         if (w->t->mode == TOPO_SENTINEL && a->doubts != topo_doubts(w->t)) ok = 0;
         if (!ok) w->stats.unacked++;
         wd_outcome(w, a->e, ok ? 1 : -1, a->round, a->sent_at, a->ttl_ms, now);

@@ -90,12 +90,11 @@ void wd_adopt_after_fork(wd *w) {
             wd_entry *e = l->q[l->head].e;
             l->head = (l->head + 1) % l->cap;
             l->n--;
-            if (e == NULL) continue;      /* an ASKING */
+            if (e == NULL) continue;      /* a WAIT */
             if (e->queued > 0) e->queued--;
             if (e->orphaned && e->queued == 0) wd_entry_free(w, e);
         }
         l->head = 0;
-        l->loading = 0;
         wd_ack_forget(w, l);
         conn_drop(l->x->c);
     }

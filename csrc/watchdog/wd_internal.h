@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "conn.h"
+#include "exec.h"
 #include "exec_conn.h"
 #include "topo.h"
 #include "watchdog.h"
@@ -28,23 +29,19 @@
 #define WD_RETRY_MIN_MS 10      /* a failed renewal is retried after ttl/10, at least this */
 #define WD_RENEW_ALL_MS 100     /* at most this often, all at once after a doubt is lifted */
 
-/* A renewal sent on a link and not yet answered (e NULL: an ASKING ahead
- * of one, whose reply is only read). */
+/* A renewal sent on a link and not yet answered (with the SCRIPT LOAD and
+ * the ASKING that may go before it: one attempt of exec.h's machine), or
+ * a WAIT behind renewals (wd_ack.c). */
 typedef struct wd_req {
-    wd_entry *e;
+    wd_entry *e;            /* NULL: a WAIT */
     int64_t ttl_ms;         /* the lease it asked for */
     int64_t sent_at;        /* ms, when it was queued: the lease counts from here */
     uint64_t from, to;      /* its bytes in the link's stream (conn offsets) */
-    int eval;               /* sent as EVAL, after a NOSCRIPT */
-    int after_load;         /* sent again as EVALSHA after a NOSCRIPT, behind
-                               a SCRIPT LOAD of its script still in flight */
-    unsigned native;        /* sent as this native command (native_cmd.h), 0: the script */
-    int asking;             /* sent after ASKING (a slot being migrated) */
-    const struct script_def *script;  /* extend or redlock_renew (with no
-                                         e: a SCRIPT LOAD of it) */
+    exec_state st;          /* how far the request got (exec.h) */
+    const struct script_def *script;  /* extend, zset_renew or redlock_renew */
     uint32_t round;         /* the entry's round it was sent in */
-    uint64_t doubts;        /* topo_doubts() when it was queued (Sentinel) */
-    int wait;               /* (no e) a WAIT behind renewals (wd_ack.c) */
+    uint64_t doubts;        /* topo_doubts() it counts from (Sentinel) */
+    int wait;               /* a WAIT (wd_ack.c) */
 } wd_req;
 
 /* A renewal answered "renewed" whose credit waits for the WAIT behind it
@@ -69,10 +66,6 @@ typedef struct wd_link {
                              * never on every wakeup: 10,000 in flight
                              * would cost a scan each (see wd_lease_lowered) */
     short revents;          /* what the last poll saw */
-    uint64_t loading;       /* script_bit()s of the SCRIPT LOADs queued on c
-                               and not answered yet: a renewal of one of
-                               them refused NOSCRIPT before it runs goes
-                               again as EVALSHA behind it, not as EVAL */
     /* wd_ack.c: renewals answered and waiting for their WAIT's answer, and
      * what the next WAIT covers */
     wd_acked *held;
@@ -160,30 +153,39 @@ void wd_ack_forget(wd *w, wd_link *l);
 
 /* wd_sched.c: with w->mu held. */
 void wd_collect(wd *w, int64_t now);
-int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now);
+void wd_apply_step(wd *w, wd_link *l, const wd_req *req, exec_req *x, int step, int64_t now);
+void wd_apply_answer(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now);
 wd_link *wd_route(wd *w, const wd_entry *e);
 
 /* wd_link.c: with w->mu held; never blocks. */
 int wd_link_reserve(wd_link *l, uint32_t total);
-/* how: 0, or WD_SEND_* bits */
-#define WD_SEND_EVAL   1    /* EVAL with the source (after a NOSCRIPT) */
-#define WD_SEND_SCRIPT 2    /* the script even where a native command would do */
-#define WD_SEND_AFTER_LOAD 4 /* EVALSHA again, behind a SCRIPT LOAD in flight */
-/* round: the entry's round the request belongs to (e->round for a new
- * renewal; the original request's for one sent again after NOSCRIPT, ASK
- * or a refused native command: its answer counts in that round only) */
-int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t sent_at,
+/* e's renewal as exec.h's request (its script: `script`, or the one the
+ * entry is renewed with), its arguments written into args. */
+typedef struct wd_args {
+    const char *argv[4];
+    size_t lens[4];
+    char left_txt[24];
+} wd_args;
+void wd_request(const wd *w, wd_entry *e, const struct script_def *script, exec_req *x, wd_args *args);
+/* Queues e's renewal on l: st NULL for a new one; else how far it got (it
+ * goes again after NOSCRIPT, ASK or a native command that did not run),
+ * and round the original request's (its answer counts in that round
+ * only; e->round for a new renewal). 0, or -1 (the link was dropped). */
+int wd_link_queue(wd *w, wd_link *l, wd_entry *e, const exec_state *st, int64_t sent_at,
                   const struct script_def *script, uint32_t round);
 int wd_links_sync(wd *w, int64_t now);
 int wd_link_open(wd_link *l, int64_t now);
 wd_link *wd_link_find(wd *w, const topo_node *n);
 exec_conn *wd_link_conn(wd *w, const topo_node *n);
 void wd_link_unqueue(wd_link *l, wd_entry *e);
-/* What wd_link_pump does with each answer it reads, given with its request
- * (taken off the queue; one with an entry): wd_apply_reply. 1: the link
- * must be dropped, which the pump does once the reply is freed. */
-typedef int (*wd_apply_fn)(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now);
-void wd_link_pump(wd *w, wd_link *l, int64_t now, wd_apply_fn apply);
+/* What wd_link_pump does with each renewal the machine is done with, given
+ * with its request (taken off the queue): wd_apply_step; and with an
+ * answer read in place (an integer, the common case): wd_apply_answer. */
+typedef struct wd_appliers {
+    void (*step)(wd *w, wd_link *l, const wd_req *req, exec_req *x, int step, int64_t now);
+    void (*answer)(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now);
+} wd_appliers;
+void wd_link_pump(wd *w, wd_link *l, int64_t now, const wd_appliers *apply);
 void wd_link_expire(wd *w, wd_link *l, int64_t now);
 void wd_link_drop(wd *w, wd_link *l, int64_t now);
 int64_t wd_link_next_deadline(const wd *w, const wd_link *l);

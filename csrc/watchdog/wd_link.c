@@ -3,7 +3,7 @@
  * event loop without ever blocking (see wd_internal.h). Renewals are queued
  * as pipelined requests; their replies come back in order and are matched
  * to the oldest request, and each is handed up to the caller's apply
- * (wd_link_pump: the thread passes wd_apply_reply). A request that gets no
+ * (wd_link_pump: the thread passes wd_apply_step and wd_apply_answer). A request that gets no
  * answer is reported down, to wd_outcome (wd_lease.c).
  *
  * Deadlines: each request's lock has its own lease end. When one passes
@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deadline.h"
 #include "lease.h"
 #include "monotime.h"
 #include "native_cmd.h"
@@ -69,26 +70,21 @@ static int wd_link_queue_failed(wd *w, wd_link *l) {
     return -1;
 }
 
-/* EVALSHA (or EVAL) extend 1 key token ttl (script_append), queued on the link's conn,
- * after an ASKING when the slot is being migrated to this node; or the
- * native command that does what the script does, where the node has one
- * (native_cmd.h; known once the link's handshake was read). Redlock:
- * redlock_renew 1 key token ttl left, on every master, every round. */
-int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t sent_at,
-                  const struct script_def *script, uint32_t round) {
-    const char *argv[4];
-    size_t lens[4];
-    char left_txt[24];
-    uint64_t from;
-    wd_req *req;
-    const script_def *renew;
-    native_cmd nc;
-    int eval = how & WD_SEND_EVAL, nargs = 3;
-    renew = e->renew ? e->renew : w->extend_script;
-    if (script != NULL)
-        renew = script;   /* sent again as it was (after NOSCRIPT) */
-    else if (w->t->mode == TOPO_REDLOCK)
-        renew = w->renew_script;
+void wd_request(const wd *w, wd_entry *e, const script_def *script, exec_req *x, wd_args *args) {
+    int nargs = 3;
+    const script_def *renew = script;
+    if (renew == NULL) renew = w->t->mode == TOPO_REDLOCK ? w->renew_script : e->renew ? e->renew : w->extend_script;
+    /* the script's key and arguments: key token ttl [left] */
+    args->argv[0] = e->key;
+    args->lens[0] = e->klen;
+    args->argv[1] = e->token;
+    args->lens[1] = e->toklen;
+    if (e->ttl_txt_of != e->ttl_ms) {
+        e->ttl_txt_len = resp_i64(e->ttl_txt, (long long)e->ttl_ms);
+        e->ttl_txt_of = e->ttl_ms;
+    }
+    args->argv[2] = e->ttl_txt;
+    args->lens[2] = e->ttl_txt_len;
     if (renew == w->renew_script) {
         /* Where the master lacks our key, the script takes it back for
          * the validity left now. Only a held lock gets here (wd_collect:
@@ -101,57 +97,30 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
          * left then. 0: nothing left, nothing taken back. */
         int64_t left = e->lease_end - monotime_ms();
         if (left < 1) left = 0;
-        lens[3] = resp_i64(left_txt, (long long)left);
-        argv[3] = left_txt;
+        args->lens[3] = resp_i64(args->left_txt, (long long)left);
+        args->argv[3] = args->left_txt;
         nargs = 4;
     }
-    /* room was reserved at watch; a SCRIPT LOAD and an ASKING may need more */
-    if (l->n + 3 > l->cap && wd_link_reserve(l, l->n + 3) != 0) return -1;
-    if (eval && !(l->loading & script_bit(renew))) {
-        /* the EVAL goes after a SCRIPT LOAD (script.h), whose answer is
-         * dropped like an ASKING's: a request with no entry. (With one
-         * in flight already, the EVAL runs after it anyway.) */
-        int k;
-        from = l->x->c->queued_total;
-        if ((k = exec_conn_queue_load(l->x, renew, 0)) < 0) return wd_link_queue_failed(w, l);
-        if (k == 1) {
-            req = wd_link_at(l, l->n++);
-            memset(req, 0, sizeof *req);
-            req->sent_at = sent_at;
-            req->from = from;
-            req->to = l->x->c->queued_total;
-            req->script = renew;
-            l->loading |= script_bit(renew);
-        }
-    }
-    if (asking) {
-        static const char *ask[1] = {"ASKING"};
-        static const size_t ask_len[1] = {6};
-        from = l->x->c->queued_total;
-        if (conn_append(l->x->c, 1, ask, ask_len) != 0) return wd_link_queue_failed(w, l);
-        req = wd_link_at(l, l->n++);
-        memset(req, 0, sizeof *req);
-        req->sent_at = sent_at;   /* the reply timeout counts from here too */
-        req->from = from;
-        req->to = l->x->c->queued_total;
-    }
+    exec_init(x, renew, nargs, args->argv, args->lens, e->key, e->klen, w->t->mode, 0, 0, DEADLINE_NONE);
+}
+
+/* e's renewal (one attempt of exec.h's machine: the native command that does
+ * what the script does, where the node has one; EVALSHA; SCRIPT LOAD + EVAL
+ * after a NOSCRIPT, or EVALSHA behind a load still in flight; ASKING first
+ * when the slot is being migrated to this node), queued on the link's conn.
+ * Redlock: redlock_renew on every master, every round. */
+int wd_link_queue(wd *w, wd_link *l, wd_entry *e, const exec_state *st, int64_t sent_at,
+                  const struct script_def *script, uint32_t round) {
+    exec_req x;
+    wd_args args;
+    uint64_t from;
+    wd_req *req;
+    wd_request(w, e, script, &x, &args);
+    if (st) x.st = *st;
+    /* room was reserved at watch; more when renewals go again (ASK) */
+    if (l->n + 1 > l->cap && wd_link_reserve(l, l->n + 1) != 0) return -1;
     from = l->x->c->queued_total;
-    /* the script's key and arguments: key token ttl [left] */
-    argv[0] = e->key;
-    lens[0] = e->klen;
-    argv[1] = e->token;
-    lens[1] = e->toklen;
-    if (e->ttl_txt_of != e->ttl_ms) {
-        e->ttl_txt_len = resp_i64(e->ttl_txt, (long long)e->ttl_ms);
-        e->ttl_txt_of = e->ttl_ms;
-    }
-    lens[2] = e->ttl_txt_len;
-    argv[2] = e->ttl_txt;
-    nc.op = 0;
-    if (!(how & (WD_SEND_EVAL | WD_SEND_SCRIPT | WD_SEND_AFTER_LOAD)))
-        native_build(l->x->nat.bits, renew, nargs, argv, lens, &nc);
-    if (nc.op ? conn_append(l->x->c, nc.argc, nc.argv, nc.lens) : script_append(l->x->c, renew, eval, nargs, argv, lens))
-        return wd_link_queue_failed(w, l);
+    if (exec_write(&x, l->x) != 0) return wd_link_queue_failed(w, l);
     req = wd_link_at(l, l->n++);
     memset(req, 0, sizeof *req);   /* (the slot may be a WAIT's old one, or malloc's) */
     req->e = e;
@@ -159,11 +128,8 @@ int wd_link_queue(wd *w, wd_link *l, wd_entry *e, int how, int asking, int64_t s
     req->sent_at = sent_at;
     req->from = from;
     req->to = l->x->c->queued_total;
-    req->eval = eval;
-    req->after_load = (how & WD_SEND_AFTER_LOAD) != 0;
-    req->native = nc.op;
-    req->asking = asking;
-    req->script = renew;
+    req->st = x.st;
+    req->script = x.script;
     req->round = round;
     req->doubts = w->send_doubts;
     if (e->lease_end < l->end_lb) l->end_lb = e->lease_end;
@@ -181,26 +147,21 @@ void wd_link_unqueue(wd_link *l, wd_entry *e) {
     while (i > 0) {
         wd_req *req = wd_link_at(l, i - 1);
         uint64_t len;
-        uint32_t first;
         if (req->from < l->x->c->sent_total) return;
         if (req->e != e) {
             i--;
             continue;
         }
-        /* with the ASKING queued just before it, if any */
-        first = i - 1;
-        if (req->asking && first > 0 && wd_link_at(l, first - 1)->e == NULL &&
-            wd_link_at(l, first - 1)->from >= l->x->c->sent_total)
-            first--;
-        len = req->to - wd_link_at(l, first)->from;
-        if (conn_unqueue(l->x->c, wd_link_at(l, first)->from, req->to) != 0) return;
+        len = req->to - req->from;
+        if (conn_unqueue(l->x->c, req->from, req->to) != 0) return;
+        if (req->st.load_due) exec_conn_loaded(l->x, req->script);   /* (its load went with it) */
         for (j = i; j < l->n; j++) {
             wd_req *next = wd_link_at(l, j);
             next->from -= len;
             next->to -= len;
-            *wd_link_at(l, first + (j - i)) = *next;
+            *wd_link_at(l, j - 1) = *next;
         }
-        l->n -= i - first;
+        l->n--;
         e->queued--;
         return;
     }
@@ -212,14 +173,13 @@ void wd_link_drop(wd *w, wd_link *l, int64_t now) {
     if (w->t->mode != TOPO_SINGLE && l->x->c->fd >= 0) w->want_refresh = 1;
     if (w->t->mode != TOPO_SINGLE && l->x->c->err == CONN_ECONNECT) w->want_refresh = 1;
     conn_drop(l->x->c);
-    l->loading = 0;
     wd_ack_fail_all(w, l, now);
     l->unwaited = 0;
     while (l->n > 0) {
         wd_req req = *wd_link_at(l, 0);
         l->head = (l->head + 1) % l->cap;
         l->n--;
-        if (req.e) wd_outcome(w, req.e, -1, req.round, 0, 0, now);
+        if (req.e) wd_outcome(w, req.e, -1, req.round, 0, 0, now);   /* (WAITs: wd_ack_fail_all) */
     }
     l->end_lb = INT64_MAX;
     l->head = 0;
@@ -257,7 +217,36 @@ static int wd_link_seal(wd *w, wd_link *l, int64_t now) {
     return 0;
 }
 
-void wd_link_pump(wd *w, wd_link *l, int64_t now, wd_apply_fn apply) {
+/* One reply for the oldest request on l (taken: freed here, or handed on).
+ * 0, or -1 when the link must be dropped. */
+static int wd_link_reply(wd *w, wd_link *l, redisReply *r, int64_t now, const wd_appliers *apply) {
+    wd_req *head = wd_link_at(l, 0), req;
+    exec_req x;
+    wd_args args;
+    int step;
+    if (head->wait) {
+        req = *head;
+        l->head = (l->head + 1) % l->cap;
+        if (--l->n == 0) l->end_lb = INT64_MAX;   /* nothing in flight */
+        wd_ack_answer(w, l, r, now);
+        freeReplyObject(r);
+        return 0;
+    }
+    wd_request(w, head->e, head->script, &x, &args);
+    x.st = head->st;
+    step = exec_reply(&x, l->x, r);
+    head->st = x.st;
+    if (step == EXEC_MORE) return 0;   /* (its SCRIPT LOAD's or ASKING's) */
+    req = *head;
+    l->head = (l->head + 1) % l->cap;
+    if (--l->n == 0) l->end_lb = INT64_MAX;
+    apply->step(w, l, &req, &x, step, now);
+    exec_clear(&x);
+    /* (a node that is a replica now: READONLY closed it) */
+    return l->x->c->fd < 0 ? -1 : 0;
+}
+
+void wd_link_pump(wd *w, wd_link *l, int64_t now, const wd_appliers *apply) {
     conn *c = l->x->c;
     short rev = l->revents;
     l->revents = 0;
@@ -283,44 +272,36 @@ void wd_link_pump(wd *w, wd_link *l, int64_t now, wd_apply_fn apply) {
         }
     }
     for (;;) {
-        redisReply *r = NULL, answer;
-        wd_req req;
+        redisReply *r = NULL;
         long long v;
-        int drop, k, fast = exec_conn_reply_int(l->x, &v);
-        if (fast) {
-            /* the common answer, an integer: read in place, nothing to free */
+        int k;
+        if (l->n > 0 && exec_answer_next(&wd_link_at(l, 0)->st) && exec_conn_reply_int(l->x, &v)) {
+            /* the common answer, an integer, to a renewal: read in place,
+             * nothing to free (exec_answer_next: the machine's say) */
+            redisReply answer;
+            wd_req req = *wd_link_at(l, 0);
+            exec_note_ran(l->x, req.script);
+            l->head = (l->head + 1) % l->cap;
+            if (--l->n == 0) l->end_lb = INT64_MAX;
             memset(&answer, 0, sizeof answer);
             answer.type = REDIS_REPLY_INTEGER;
             answer.integer = v;
-            r = &answer;
-            k = 1;
-        } else {
-            k = exec_conn_reply(l->x, &r);
+            apply->answer(w, l, &req, &answer, now);
+            continue;
         }
+        k = exec_conn_reply(l->x, &r);
         if (k < 0) {
             wd_link_drop(w, l, now);
             return;
         }
         if (k == 0) break;
         if (l->n == 0) {  /* a reply nobody asked for: the stream is confused */
-            if (!fast) freeReplyObject(r);
+            freeReplyObject(r);
             conn_fail_with(c, CONN_ELOST, "lost");
             wd_link_drop(w, l, now);
             return;
         }
-        req = *wd_link_at(l, 0);
-        l->head = (l->head + 1) % l->cap;
-        if (--l->n == 0) l->end_lb = INT64_MAX;   /* nothing in flight */
-        /* (no e: an ASKING's +OK, a SCRIPT LOAD's answer, or a WAIT's) */
-        if (req.wait) {
-            wd_ack_answer(w, l, r, now);
-        } else if (req.e == NULL) {
-            if (req.script != NULL) l->loading &= ~script_bit(req.script);
-            exec_conn_note_dropped(l->x, r);
-        }
-        drop = req.e && apply(w, l, &req, r, now);
-        if (!fast) freeReplyObject(r);
-        if (drop) {
+        if (wd_link_reply(w, l, r, now, apply) != 0) {
             wd_link_drop(w, l, now);
             return;
         }

@@ -20,8 +20,6 @@
 
 #include <string.h>
 
-#include "native_cmd.h"
-#include "recovery.h"
 #include "script.h"
 
 #define WD_BATCH_MAX 1024       /* renewals queued per pass, to bound the mutex hold */
@@ -35,87 +33,64 @@ wd_link *wd_route(wd *w, const wd_entry *e) {
     return node < w->nlinks ? &w->links[node] : NULL;
 }
 
-/* req's renewal sent again on l (after NOSCRIPT as EVAL, after a refused
- * native command as the script, after ASK to the slot's new node), its
- * lease still counting from the first send and its answer in req's round;
- * when it cannot be sent, that is the request's failure. 0 sent, -1 not. */
-static int wd_resend(wd *w, wd_link *l, wd_entry *e, int how, int asking, const wd_req *req,
-                     const script_def *script, int64_t now) {
+/* req's renewal sent again on l (after NOSCRIPT as EVAL, after a native
+ * command that did not run as the script, after ASK to the slot's new
+ * node: st says which), its lease still counting from the first send and
+ * its answer in req's round; when it cannot be sent, that is the
+ * request's failure. 0 sent, -1 not. */
+static int wd_resend(wd *w, wd_link *l, wd_entry *e, const exec_state *st, const wd_req *req, int64_t now) {
     e->queued--;
     w->send_doubts = req->doubts;   /* (a doubt since the first send voids it too) */
-    if (l != NULL && wd_link_open(l, now) == 0 &&
-        wd_link_queue(w, l, e, how, asking, req->sent_at, script, req->round) == 0)
+    if (l != NULL && wd_link_open(l, now) == 0 && wd_link_queue(w, l, e, st, req->sent_at, req->script, req->round) == 0)
         return 0;
     e->queued++;
     wd_outcome(w, e, -1, req->round, 0, 0, now);
     return -1;
 }
 
-/* Applies one renewal's answer. Returns 1 when the link must be dropped
- * (its node is a replica now), after the caller is done with this reply. */
-int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now) {
+/* What the machine (exec.h) says of a renewal it is done with: its answer
+ * (wd_apply_answer), or again here (NOSCRIPT, a native command that did
+ * not run), again on the slot's new node (ASK), or no usable answer (a
+ * refusal to be waited out, TRYAGAIN or LOADING, is a renewal that failed:
+ * tried again after ttl/10 while the lease lasts, the watchdog's own pause;
+ * a redirect or a refused master reloads the topology). */
+void wd_apply_step(wd *w, wd_link *l, const wd_req *req, exec_req *x, int step, int64_t now) {
     wd_entry *e = req->e;
-    recovery rec;
-    int outcome, contested;
-    redisReply mapped;
-    if (req->native) {
-        /* A native command stood in for the script: its answer read as the
-         * script's integer; or, when it gave none (an error: it did not
-         * run), the script sent now, the lease still counting from the
-         * first send. A command the node refuses is not tried again on
-         * this connection. */
-        long long v;
-        int verdict = native_reply(req->native, r, &v);
-        if (verdict == NATIVE_MAPPED) {
-            memset(&mapped, 0, sizeof mapped);
-            mapped.type = REDIS_REPLY_INTEGER;
-            mapped.integer = v;
-            r = &mapped;
-        } else {
-            if (verdict == NATIVE_UNSUPPORTED) l->x->nat.bits &= ~req->native;
-            if (!e->orphaned && e->state == WD_HELD) {
-                wd_resend(w, l, e, WD_SEND_SCRIPT, req->asking, req, req->script, now);
-                return 0;
-            }
-        }
+    int live = !e->orphaned && e->state == WD_HELD;
+    const char *target = exec_target(x);
+    if (step == EXEC_DONE) {
+        redisReply *r = exec_take_answer(x);
+        wd_apply_answer(w, l, req, r, now);
+        freeReplyObject(r);
+        return;
     }
-    /* (only an error asks for anything: the common answer costs one test) */
-    recovery_of_reply(r, w->t->mode, &rec);
-    if ((rec.todo & RECOVERY_EVAL) && !e->orphaned && e->state == WD_HELD && !req->eval) {
-        /* The script cache was flushed (or this node never saw it: the
-         * cache is per node): the script did not run, so EVAL runs it
-         * exactly once, here (after a SCRIPT LOAD: wd_link_queue). Where
-         * a SCRIPT LOAD of it is in flight on this connection (the first
-         * of many renewals refused so queued it), EVALSHA behind it does,
-         * without the source; and EVAL if that is refused again. The
-         * lease still counts from the first send. */
-        int how = !req->after_load && (l->loading & script_bit(req->script)) ? WD_SEND_AFTER_LOAD
-                                                                             : WD_SEND_EVAL;
-        conn_note_noscript(l->x->c);
-        wd_resend(w, l, e, how, req->asking, req, req->script, now);
-        return 0;
+    if (step == EXEC_SEND && live) {
+        wd_resend(w, l, e, &x->st, req, now);
+        return;
     }
-    if ((rec.todo & RECOVERY_ASKING) && !e->orphaned && e->state == WD_HELD) {
+    if (step == EXEC_ROUTE && live && target) {
         /* the slot is moving: this one renewal goes to the new node */
-        topo_node target;
+        topo_node node;
         wd_link *to = NULL;
-        memset(&target, 0, sizeof target);
-        if (topo_node_parse(rec.target, rec.target_len, &target) == 0) to = wd_link_find(w, &target);
-        topo_node_clear(&target);
-        if (wd_resend(w, to, e, 0, 1, req, NULL, now) != 0) w->want_refresh = 1;
-        return 0;
+        if (topo_node_parse(target, strlen(target), &node) == 0) {
+            to = wd_link_find(w, &node);
+            topo_node_clear(&node);
+        }
+        if (wd_resend(w, to, e, &x->st, req, now) != 0) w->want_refresh = 1;
+        return;
     }
-    /* The map changed, our master is a replica now, or restarted: reload
-     * the topology and renew on the right node. A refusal to be waited out
-     * (TRYAGAIN, LOADING) is a renewal that failed: it is tried again
-     * after ttl/10 while the lease lasts (wd_renewal_failed), the
-     * watchdog's own pause. */
-    if (rec.todo & RECOVERY_RESOLVE) w->want_refresh = 1;
-    /* extend answers 1 (renewed) or 0; redlock_renew 1 (renewed), or "not
-     * held" in this round: 3 (the key was gone and is taken back: renewed
-     * next round, it held nothing when this one reached it), 2 (gone, no
-     * validity left to take it back for), 0 (someone else's) */
-    contested = 0;
+    if (exec_resolve(x)) w->want_refresh = 1;
+    wd_outcome(w, e, -1, req->round, 0, 0, now);
+}
+
+/* A renewal's answer: extend answers 1 (renewed) or 0; redlock_renew 1
+ * (renewed), or "not held" in this round: 3 (the key was gone and is taken
+ * back: renewed next round, it held nothing when this one reached it), 2
+ * (gone, no validity left to take it back for), 0 (someone else's); an
+ * error reply is no usable answer. */
+void wd_apply_answer(wd *w, wd_link *l, const wd_req *req, const redisReply *r, int64_t now) {
+    wd_entry *e = req->e;
+    int outcome, contested = 0;
     if (r->type != REDIS_REPLY_INTEGER) {
         outcome = -1;
     } else if (w->t->mode == TOPO_REDLOCK) {
@@ -134,13 +109,12 @@ int wd_apply_reply(wd *w, wd_link *l, const wd_req *req, const redisReply *r, in
         contested = 0;
     }
     if (outcome > 0 && wd_ack_needed(w, l)) {
-        /* credited once the WAIT behind it says a replica has it (wd_ack.c) */
-        if (wd_ack_hold(w, l, req) == 0) return 0;
+        /* credited once the WAIT behind it says the replicas have it (wd_ack.c) */
+        if (wd_ack_hold(w, l, req) == 0) return;
         outcome = -1;
     }
     wd_outcome(w, e, outcome, req->round, req->sent_at, req->ttl_ms, now);
     if (contested) wd_contested(w, e, now);
-    return (rec.todo & RECOVERY_DROP) && outcome < 0;
 }
 
 /* Queues the renewals due now (and those due within their slack, so locks
@@ -183,7 +157,7 @@ void wd_collect(wd *w, int64_t now) {
             e->contested = 0;
             for (i = 0; i < w->nlinks; i++) {
                 l = &w->links[i];
-                if (wd_link_open(l, now) != 0 || wd_link_queue(w, l, e, 0, 0, now, NULL, e->round) != 0)
+                if (wd_link_open(l, now) != 0 || wd_link_queue(w, l, e, NULL, now, NULL, e->round) != 0)
                     failed++;
             }
             e->queued += failed;   /* so the round ends with their answers */
@@ -204,7 +178,7 @@ void wd_collect(wd *w, int64_t now) {
             wd_apply_failure(w, e, now);
             continue;
         }
-        if (wd_link_queue(w, l, e, 0, 0, now, NULL, e->round) != 0) {
+        if (wd_link_queue(w, l, e, NULL, now, NULL, e->round) != 0) {
             e->queued++;
             wd_apply_failure(w, e, now);
             continue;

@@ -79,6 +79,9 @@ static void wd_refresh(wd *w, int64_t now) {
     pthread_mutex_lock(&w->mu);
 }
 
+/* What the links do with what they read (wd_sched.c). */
+static const wd_appliers wd_apply = {wd_apply_step, wd_apply_answer};
+
 static void *wd_main(void *arg) {
     wd *w = arg;
     struct pollfd *pfd = NULL;
@@ -118,7 +121,7 @@ static void *wd_main(void *arg) {
             npfd = w->nlinks + 1;
         }
         wd_collect(w, now);
-        for (i = 0; i < w->nlinks; i++) wd_link_pump(w, &w->links[i], now, wd_apply_reply);
+        for (i = 0; i < w->nlinks; i++) wd_link_pump(w, &w->links[i], now, &wd_apply);
         now = monotime_ms();
         for (i = 0; i < w->nlinks; i++) wd_link_expire(w, &w->links[i], now);
         if (w->want_refresh) continue;
