@@ -310,7 +310,7 @@ void wd_link_pump(wd *w, wd_link *l, int64_t now, wd_apply_fn apply) {
         }
         req = *wd_link_at(l, 0);
         l->head = (l->head + 1) % l->cap;
-        if (--l->n == 0) l->end_lb = INT64_MAX;   /* nothing in flight */
+        if (--l->n == 0 && l->nheld == 0) l->end_lb = INT64_MAX;   /* nothing in flight or held */
         /* (no e: an ASKING's +OK, a SCRIPT LOAD's answer, or a WAIT's) */
         if (req.wait) {
             wd_ack_answer(w, l, r, now);

@@ -228,14 +228,16 @@ function Sentinels:addrs()
 end
 
 --- true once every live sentinel sees the master, `replicas` healthy
--- replicas and the other live sentinels (what a failover needs).
+-- replicas and the other live sentinels (what a failover needs); else
+-- false and what the first one not ready said.
 function Sentinels:ready(replicas)
   local alive = live(self.list)
   for _, s in ipairs(alive) do
     local m = kv(s:call("SENTINEL", "MASTER", self.name))
     if m.flags ~= "master" or tonumber(m["num-other-sentinels"]) ~= #alive - 1
       or tonumber(m["num-slaves"] or -1) < replicas then
-      return false
+      return false, ("flags %s, %s other sentinel(s), %s replica(s)"):format(tostring(m.flags),
+        tostring(m["num-other-sentinels"]), tostring(m["num-slaves"]))
     end
     local list = s:call("SENTINEL", "REPLICAS", self.name)
     local good = 0
@@ -296,8 +298,13 @@ function M.start_sentinels(opts)
       g.list[i] = helpers.start_redis { bin = "redis-sentinel", config = table.concat(conf, "\n") .. "\n",
                                         password = opts.sentinel_password, tls = opts.tls }
     end
-    assert(helpers.wait_until(function() return g:ready(replicas) end, opts.timeout or 15, 0.1),
-      "sentinels did not see each other and " .. replicas .. " replica(s)")
+    local why
+    assert(helpers.wait_until(function()
+      local ready
+      ready, why = g:ready(replicas)
+      return ready
+    end, opts.timeout or 15, 0.1), "sentinels did not see each other and " .. replicas .. " replica(s): "
+      .. tostring(why))
   end)
   if not ok then
     g:stop()
