@@ -196,6 +196,48 @@ describe("a renewal no replica acknowledged earns no credit (issue 29)", functio
   it("the failover's leader hung right after the promotion, two replicas: no rival grant while held", function()
     leader_hung(2)
   end)
+
+  -- The second review's: a replica hidden from SENTINEL REPLICAS
+  -- (replica-announced no) can still be promoted. R1 is announced with
+  -- replica-priority 0 (never promoted); R2 is not announced; the leader
+  -- promotes R2 and hangs; R1 still follows the old master.
+  it("an unannounced replica promoted by a leader that then hangs: no rival grant while held", function()
+    local rep = topology.start_replicated { replicas = 2 }
+    local r1, r2 = rep.replicas[1], rep.replicas[2]
+    local sen, holder, rival
+    finally(function()
+      if rival then rival:stop() end
+      if holder then holder:stop() end
+      if sen then
+        for _, s in ipairs(sen.list) do s:kill("CONT") end
+        sen:stop()
+      end
+      rep:stop()
+    end)
+    sen = topology.start_sentinels { master = rep.master, down_after_ms = 1000, failover_timeout_ms = 4000,
+                                     servers = { rep.master, r1, r2 } }
+    assert(r1:cli("CONFIG", "SET", "replica-priority", "0"))
+    assert(r2:cli("CONFIG", "SET", "replica-announced", "no"))
+    assert(helpers.wait_until(function()
+      for _, s in ipairs(sen.list) do
+        local m = s:call("SENTINEL", "MASTER", "mymaster")
+        local t = {}
+        for i = 1, #m, 2 do t[m[i]] = m[i + 1] end
+        if t["num-slaves"] ~= "2" or #s:call("SENTINEL", "REPLICAS", "mymaster") ~= 1 then return false end
+      end
+      return true
+    end, 20, 0.2), "the sentinels do not see 2 replicas with 1 listed")
+    local t_acq
+    holder, t_acq = failover.spawn_holder("spec/support/hung_holder.lua", sentinel_url(sen), "unannounced", 3, 0)
+    rival = failover.spawn_rival("redis://" .. r2.host .. ":" .. r2.port, "unannounced", 2, "keep", 0.01)
+    helpers.sleep(0.5)
+    assert(sen:failover(sen.list[1]))
+    assert(helpers.wait_until(function() return topology.role(r2) == "master" end, 10, 0.002), "R2 not promoted")
+    sen.list[1]:kill("STOP")
+    local t_stop = helpers.monotime()
+    helpers.sleep(6)
+    check("an unannounced replica promoted, the leader hung", t_acq, t_stop, holder, rival)
+  end)
 end)
 
 describe("what the acknowledgements cost (issue 29)", function()
@@ -235,6 +277,40 @@ describe("what the acknowledgements cost (issue 29)", function()
     assert(helpers.wait_until(function() return not lock:held() end, 6, 0.01), "still held")
     assert.equal("unreachable", lock.lost_reason)
     assert.is_true(c:stats().renewals_unacked > 0)
+  end)
+
+  -- The second review's: replication straight to the master (no proxy),
+  -- where a dead replica's last report says it still follows the master.
+  local function replica_killed(n)
+    local rep = topology.start_replicated { replicas = n }
+    local servers = { rep.master }
+    for _, r in ipairs(rep.replicas) do servers[#servers + 1] = r end
+    local sen, c
+    finally(function()
+      if c then c:close() end
+      if sen then sen:stop() end
+      rep:stop()
+    end)
+    sen = topology.start_sentinels { master = rep.master, down_after_ms = 1000, failover_timeout_ms = 60000,
+                                     servers = servers }
+    c = assert(redislock.connect { url = sentinel_url(sen), connect_timeout = 1, timeout = 1 })
+    local lock = assert(c:acquire("killed" .. n, { ttl = 5 }))
+    helpers.sleep(0.6)
+    assert.is_true(lock:extend())
+    rep.replicas[n]:kill("KILL")
+    helpers.sleep(3)   -- (down-after 1 s, then a pass)
+    assert.is_true(lock:extend())
+    helpers.sleep(4)   -- (past the lease: only renewals credited since keep it)
+    assert.is_true(lock:held(), "lost: " .. tostring(lock.lost_reason))
+    assert.is_true(lock:release())
+  end
+
+  it("two replicas, one killed: renewals credited again once the sentinels mark it down", function()
+    replica_killed(2)
+  end)
+
+  it("the only replica killed: renewals credited again once the sentinels mark it down", function()
+    replica_killed(1)
   end)
 
   it("a master with no replica: nothing waited for", function()

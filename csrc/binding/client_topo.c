@@ -128,7 +128,6 @@ static int meth_load_slots(lua_State *L) {
     if (lua_type(L, 5) == LUA_TSTRING) {
         size_t len;
         const char *text = lua_tolstring(L, 5, &len);
-        for (i = 0; i < s->nnodes; i++) s->nodes[i].replicas = 0;
         cluster_count_replicas(s, text, len);
     }
     for (i = 0; i < s->nnodes; i++) topo_node_resolve(&s->nodes[i], 0, 0, err, sizeof err);

@@ -111,46 +111,84 @@ static int cluster_has_flag(const char *flags, size_t len, const char *f) {
     return 0;
 }
 
-/* The master whose id is id[0..len) in CLUSTER NODES text, as host:port:
- * its index in s, or -1. */
-static int cluster_master_index(const topo_snap *s, const char *text, size_t tlen, const char *id, size_t len) {
-    const char *p = text, *end = text + tlen;
-    while (p < end) {
-        const char *eol = memchr(p, '\n', (size_t)(end - p)), *w[4], *colon, *at;
-        size_t wl[4];
-        int i;
-        if (eol == NULL) eol = end;
-        cluster_node_words(p, eol, w, wl);
-        p = eol + 1;
-        if (!w[1] || wl[0] != len || memcmp(w[0], id, len) != 0) continue;
-        at = memchr(w[1], '@', wl[1]);
-        if (at == NULL) at = w[1] + wl[1];
-        for (colon = at; colon > w[1] && colon[-1] != ':'; colon--) {}
-        if (colon == w[1]) return -1;
-        for (i = 0; i < s->nnodes; i++)
-            if (s->nodes[i].port == atoi(colon) && strlen(s->nodes[i].host) == (size_t)(colon - 1 - w[1]) &&
-                memcmp(s->nodes[i].host, w[1], (size_t)(colon - 1 - w[1])) == 0)
-                return i;
-        return -1;
+/* One line of CLUSTER NODES as far as counting replicas goes. */
+typedef struct cluster_line {
+    const char *id, *master;    /* its id; a replica's master's id */
+    size_t id_len, master_len;
+    int replica;                /* a replica not marked fail */
+    int node;                   /* a master's index in the snapshot, or -1 */
+} cluster_line;
+
+/* The index in s of the node at "ip:port@cport[,hostname[,...]]": the
+ * node whose host is that ip, or that hostname (CLUSTER SLOTS names a node
+ * by its hostname under cluster-preferred-endpoint-type hostname), or -1. */
+static int cluster_node_at(const topo_snap *s, const char *addr, size_t len) {
+    const char *end = addr + len, *at = memchr(addr, '@', len), *colon, *name = NULL, *name_end;
+    size_t ip_len, name_len = 0;
+    int i, port;
+    if (at == NULL) at = end;
+    for (colon = at; colon > addr && colon[-1] != ':'; colon--) {}
+    if (colon == addr) return -1;
+    ip_len = (size_t)(colon - 1 - addr);
+    port = atoi(colon);
+    if (at < end && (name = memchr(at, ',', (size_t)(end - at))) != NULL) {
+        name++;
+        name_end = memchr(name, ',', (size_t)(end - name));
+        name_len = (size_t)((name_end ? name_end : end) - name);
+    }
+    for (i = 0; i < s->nnodes; i++) {
+        size_t hl = strlen(s->nodes[i].host);
+        if (s->nodes[i].port != port) continue;
+        if ((hl == ip_len && memcmp(s->nodes[i].host, addr, hl) == 0) ||
+            (name_len > 0 && hl == name_len && memcmp(s->nodes[i].host, name, hl) == 0))
+            return i;
     }
     return -1;
 }
 
 void cluster_count_replicas(topo_snap *s, const char *text, size_t len) {
     const char *p = text, *end = text + len;
-    while (p < end) {
+    cluster_line *lines;
+    int *count, n = 0, cap = 0, i, j;
+    for (i = 0; (size_t)i < len; i++) cap += text[i] == '\n';
+    cap++;
+    lines = calloc((size_t)cap, sizeof *lines);
+    count = calloc((size_t)(s->nnodes > 0 ? s->nnodes : 1), sizeof *count);
+    if (lines == NULL || count == NULL) goto done;   /* (CLUSTER SLOTS' count stands) */
+    while (p < end && n < cap) {
         const char *eol = memchr(p, '\n', (size_t)(end - p)), *w[4];
         size_t wl[4];
-        int m;
+        cluster_line *l = &lines[n];
         if (eol == NULL) eol = end;
         cluster_node_words(p, eol, w, wl);
         p = eol + 1;
+        if (!w[3]) continue;
+        l->id = w[0];
+        l->id_len = wl[0];
+        l->master = w[3];
+        l->master_len = wl[3];
         /* a replica, unless it is down: one that is can be promoted by
          * nobody (and counts again once it is back, at the next load) */
-        if (!w[3] || !cluster_has_flag(w[2], wl[2], "slave") || cluster_has_flag(w[2], wl[2], "fail")) continue;
-        m = cluster_master_index(s, text, len, w[3], wl[3]);
-        if (m >= 0 && s->nodes[m].replicas >= 0) s->nodes[m].replicas++;
+        l->replica = cluster_has_flag(w[2], wl[2], "slave") && !cluster_has_flag(w[2], wl[2], "fail");
+        l->node = cluster_has_flag(w[2], wl[2], "master") ? cluster_node_at(s, w[1], wl[1]) : -1;
+        n++;
     }
+    for (i = 0; i < n; i++) {
+        if (!lines[i].replica) continue;
+        for (j = 0; j < n; j++)
+            if (lines[j].node >= 0 && lines[j].id_len == lines[i].master_len &&
+                memcmp(lines[j].id, lines[i].master, lines[i].master_len) == 0) {
+                count[lines[j].node]++;
+                break;
+            }
+    }
+    /* never fewer than CLUSTER SLOTS listed: a master this text names
+     * otherwise (an address it does not match) keeps that count */
+    for (i = 0; i < s->nnodes; i++)
+        if (count[i] > s->nodes[i].replicas) s->nodes[i].replicas = count[i];
+done:
+    free(lines);
+    free(count);
 }
 
 /* Asks node n for its view of the cluster: CLUSTER SLOTS for the map, and
@@ -178,11 +216,8 @@ static topo_snap *cluster_ask(const topo_src *src, topo_node *n, int may_resolve
         snprintf(err, errlen, "redis error: %.*s", (int)(r->len > 120 ? 120 : r->len), r->str);
     } else {
         s = cluster_parse_slots(r, n, err, errlen);
-        if (s && rn && rn->type == REDIS_REPLY_STRING) {   /* (RESP2: a bulk string) */
-            int i;
-            for (i = 0; i < s->nnodes; i++) s->nodes[i].replicas = 0;
+        if (s && rn && rn->type == REDIS_REPLY_STRING)   /* (RESP2: a bulk string) */
             cluster_count_replicas(s, rn->str, rn->len);
-        }
     }
     if (r) freeReplyObject(r);
     if (rn) freeReplyObject(rn);

@@ -24,9 +24,9 @@ int cluster_load(const topo_src *src, const topo_snap *cur, int may_resolve, int
  * empty one) as a snapshot. NULL with err when it is malformed. */
 topo_snap *cluster_parse_slots(const redisReply *r, const topo_node *asked, char *err, size_t errlen);
 
-/* Adds to each master of s the replicas that CLUSTER NODES' text lists
- * for it (those not marked fail): a failover could promote one in its
- * place (topo_node.replicas). */
+/* Each master of s counts the replicas that CLUSTER NODES' text lists for
+ * it (those not marked fail), when more than CLUSTER SLOTS listed: a
+ * failover could promote one in its place (topo_node.replicas). */
 void cluster_count_replicas(topo_snap *s, const char *text, size_t len);
 
 #endif

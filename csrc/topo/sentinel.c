@@ -32,9 +32,14 @@ typedef struct sentinel_view {
                                promote (not s_down or o_down: a sentinel's
                                link to a replica that is only "disconnected"
                                comes back in a moment, and a replica
-                               promoted behind our back is often that for a
-                               moment), whoever they follow: one promoted
-                               behind our back counts (-1: unknown) */
+                               promoted behind our back is that for a
+                               moment: a promotion kills the other
+                               sentinels' links), whoever they follow: one
+                               promoted behind our back counts; and those it
+                               does not list (replica-announced no: num-slaves
+                               counts them, and Sentinel may promote one all
+                               the same; whether it is up is not said)
+                               (-1: unknown) */
     int failover;           /* it reports a failover in progress */
 } sentinel_view;
 
@@ -181,14 +186,16 @@ static int sentinel_parse_master(const redisReply *r, sentinel_view *v) {
     return have_ip && have_port ? 0 : -1;
 }
 
-/* SENTINEL REPLICAS' entries into v: followers, those that are replicas
- * of v's master (they report the role of a replica and its address as
- * their master's; not the old master of a failover that Sentinel has not
- * reconfigured yet: it still reports itself a master, and follows nobody),
- * and eligible, those Sentinel could promote (not down), whatever they
- * report. Both -1 when r is not the list (an ACL refused it). */
+/* SENTINEL REPLICAS' entries into v (its num-slaves read already):
+ * followers, those that are replicas of v's master and up (they report
+ * the role of a replica and its address as their master's; not the old
+ * master of a failover that Sentinel has not reconfigured yet: it still
+ * reports itself a master, and follows nobody), and eligible, those
+ * Sentinel could promote (not down, whatever they report, and those it
+ * does not list). Both -1 when r is not the list (an ACL refused it). */
 static void sentinel_count_replicas(const redisReply *r, sentinel_view *v) {
     size_t i, j;
+    int listed = 0;
     v->followers = v->eligible = -1;
     if (r->type != REDIS_REPLY_ARRAY) return;
     v->followers = v->eligible = 0;
@@ -196,6 +203,7 @@ static void sentinel_count_replicas(const redisReply *r, sentinel_view *v) {
         const redisReply *e = r->element[i];
         int slave = 0, host = 0, port = 0, down = 0;
         if (e->type != REDIS_REPLY_ARRAY) continue;
+        listed++;
         for (j = 0; j + 1 < e->elements; j += 2) {
             const redisReply *k = e->element[j], *val = e->element[j + 1];
             if (val->type != REDIS_REPLY_STRING) continue;
@@ -208,9 +216,12 @@ static void sentinel_count_replicas(const redisReply *r, sentinel_view *v) {
             else if (sentinel_field_is(k, "master-port"))
                 port = atoi(val->str) == v->port;
         }
-        v->followers += slave && host && port;
+        /* (a dead replica's last report stays with Sentinel forever: it
+         * follows nobody) */
+        v->followers += slave && host && port && !down;
         v->eligible += !down;
     }
+    if (v->replicas > listed) v->eligible += v->replicas - listed;
 }
 
 /* GET-MASTER-ADDR-BY-NAME's [host, port] into v (no epoch). 0, or -1. */
@@ -485,7 +496,7 @@ int sentinel_pass(const topo_src *src, sentinel_pool *pool, int may_resolve, int
     char last[CONN_ERRSTR_LEN] = "no sentinel given";
     char where[160];
     int i, n, answered = 0, unknown = 0, views = 0, failover = 0, conflict = 0, have = 0, confirmed, connected = 0;
-    int eligible = -1;
+    int eligible = -1, followers = -1, known = -1;
     topo_snap *snap;
     n = src->nseeds;   /* (fixed once the topology is set up) */
     if (n > SENTINEL_MAX) n = SENTINEL_MAX;
@@ -509,12 +520,15 @@ int sentinel_pass(const topo_src *src, sentinel_pool *pool, int may_resolve, int
         }
     }
     /* the most replicas any sentinel naming that master says could be
-     * promoted: one sentinel's view may lag (a replica it has not found
-     * yet, one it does not hear for a moment) */
-    for (i = 0; have && i < n; i++)
-        if (asks[i].state == ASK_VIEW && asks[i].v.port == best.port && strcmp(asks[i].v.host, best.host) == 0 &&
-            asks[i].v.eligible > eligible)
-            eligible = asks[i].v.eligible;
+     * promoted, follow it, or are known: one sentinel's view may lag (a
+     * replica it has not found yet, one it does not hear for a moment) */
+    for (i = 0; have && i < n; i++) {
+        const sentinel_view *v = &asks[i].v;
+        if (asks[i].state != ASK_VIEW || v->port != best.port || strcmp(v->host, best.host) != 0) continue;
+        if (v->eligible > eligible) eligible = v->eligible;
+        if (v->followers > followers) followers = v->followers;
+        if (v->replicas > known) known = v->replicas;
+    }
     *kind = "connection";
     if (failover) {
         /* (whatever the others said: the one running it knows best) */
@@ -560,10 +574,13 @@ int sentinel_pass(const topo_src *src, sentinel_pool *pool, int may_resolve, int
          * (wd_ack.c says why all of them), num-slaves when they did not
          * list them; the topology keeps counting them once it has seen
          * one follow (topo_publish) */
-        int followers = best.followers > connected ? best.followers : connected;
-        if (eligible < 0) eligible = best.replicas;
+        if (connected > followers) followers = connected;
+        if (eligible < 0) eligible = known;   /* (not listed: num-slaves) */
         snap->nodes[0].replicas = followers <= 0 ? 0 : eligible > followers ? eligible : followers;
-        snap->nodes[0].replicas_known = best.replicas;
+        /* (what keeps a nonzero count, topo_publish: a replica the
+         * sentinels could promote, not merely one they list: the only
+         * replica dead and marked down can be promoted by nobody) */
+        snap->nodes[0].replicas_known = eligible;
         *out = snap;
         return SENTINEL_OK;
     }

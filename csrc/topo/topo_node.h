@@ -37,7 +37,9 @@ typedef struct topo_node {
                                it; Cluster: CLUSTER SLOTS'), -1 unknown, 0
                                none (or not asked): where renewals wait for
                                a replica's acknowledgement (wd_ack.c) */
-    int replicas_known;     /* Sentinel: the sentinels' num-slaves (-1: unknown) */
+    int replicas_known;     /* Sentinel: the replicas the sentinels could promote
+                               (not down), num-slaves when they did not list
+                               them (-1: unknown) */
 } topo_node;
 
 typedef struct topo_snap {

@@ -227,7 +227,7 @@ static int wd_link_reply(wd *w, wd_link *l, redisReply *r, int64_t now, const wd
     if (head->wait) {
         req = *head;
         l->head = (l->head + 1) % l->cap;
-        if (--l->n == 0) l->end_lb = INT64_MAX;   /* nothing in flight */
+        if (--l->n == 0 && l->nheld == 0) l->end_lb = INT64_MAX;   /* nothing in flight */
         wd_ack_answer(w, l, r, now);
         freeReplyObject(r);
         return 0;
@@ -239,7 +239,7 @@ static int wd_link_reply(wd *w, wd_link *l, redisReply *r, int64_t now, const wd
     if (step == EXEC_MORE) return 0;   /* (its SCRIPT LOAD's or ASKING's) */
     req = *head;
     l->head = (l->head + 1) % l->cap;
-    if (--l->n == 0) l->end_lb = INT64_MAX;
+    if (--l->n == 0 && l->nheld == 0) l->end_lb = INT64_MAX;
     apply->step(w, l, &req, &x, step, now);
     exec_clear(&x);
     /* (a node that is a replica now: READONLY closed it) */
@@ -282,7 +282,7 @@ void wd_link_pump(wd *w, wd_link *l, int64_t now, const wd_appliers *apply) {
             wd_req req = *wd_link_at(l, 0);
             exec_note_ran(l->x, req.script);
             l->head = (l->head + 1) % l->cap;
-            if (--l->n == 0) l->end_lb = INT64_MAX;
+            if (--l->n == 0 && l->nheld == 0) l->end_lb = INT64_MAX;
             memset(&answer, 0, sizeof answer);
             answer.type = REDIS_REPLY_INTEGER;
             answer.integer = v;

@@ -30,10 +30,10 @@
 --   ch:wait_next(n, timeout), ch:waited() -> acks | nil, err, kind
 --       the next script call's write is followed by WAIT n on its own
 --       connection (cosockets: in the same call); waited() gives the answer
---   ch:failover_acks(key)              -> 0 | 1
+--   ch:failover_acks(key)              -> n
 --       replicas that must acknowledge a write on the node of key before a
---       failover keeps it: 1 where a failover could promote one in that
---       node's place (csrc/watchdog/wd_ack.c), else 0
+--       failover keeps it: every one a failover could promote in that
+--       node's place (csrc/watchdog/wd_ack.c), 0 where none could
 --   ch:block(key, seconds, exact, spin) -> value | false | nil, err, kind
 --       BLPOP key on a connection of its own for up to `seconds` (false:
 --       none came); exact = true: the caller's deadline ends at `seconds`,

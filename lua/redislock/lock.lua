@@ -209,7 +209,8 @@ function Lock:extend(ttl, opts)
   client:poll()
   -- A lost lock stays lost: the caller may already have acted on the loss.
   if self._state ~= "held" or self._pid ~= getpid() then return nil, "not held", "not held" end
-  -- (the replica a failover needs: 0 or 1, by the node of the key)
+  -- (the replicas a failover could promote in the master's place: every
+  -- one must have the new lease; 0 where none could, by the node of the key)
   local need = ch:failover_acks(self._kind.key(self._keys))
   local want = math.max(replicas or 0, need)
   if want > 0 then

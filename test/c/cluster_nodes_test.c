@@ -10,6 +10,10 @@
  * - a replica whose master id is unknown, or a master that is not in the
  *   snapshot, changes nothing; masters count as no replica;
  * - hostnames after the address, no trailing newline, CRLF;
+ * - a snapshot whose nodes are named by hostname (CLUSTER SLOTS under
+ *   cluster-preferred-endpoint-type hostname), in 7.0's and 7.2's forms
+ *   (7.2 adds fields after the hostname), parsed from CLUSTER SLOTS' own
+ *   reply; never fewer replicas than CLUSTER SLOTS listed;
  * - malformed, truncated and random text: no crash, counts never negative.
  *
  * Run by `make ctest` (and `make test`, `make sanitize`).
@@ -19,6 +23,7 @@
 
 #include "check.h"
 #include "cluster.h"
+#include "parse_reply.h"
 
 static topo_snap *three_masters(void) {
     topo_snap *s = topo_snap_new(3, 1);
@@ -83,5 +88,40 @@ int main(void) {
         for (i = 0; i < 3; i++) CHECK(s->nodes[i].replicas >= 0, "random %d: node %d", k, i);
     }
     topo_snap_free(s);
+
+    {
+        /* CLUSTER SLOTS: 0-5460 on localhost:17710, its replica localhost:17715 */
+        static const char slots[] =
+            "*1\r\n*4\r\n:0\r\n:5460\r\n"
+            "*4\r\n$9\r\nlocalhost\r\n:17710\r\n$3\r\nm00\r\n*2\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n"
+            "*4\r\n$9\r\nlocalhost\r\n:17715\r\n$3\r\nr00\r\n*2\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n";
+        static const char *const forms[] = {
+            "r00 127.0.0.1:17715@18715,localhost slave m00 0 1795872306329 1 connected\n"
+            "m00 127.0.0.1:17710@18710,localhost myself,master - 0 1795872305000 1 connected 0-5460\n",
+            "r00 127.0.0.1:17715@18715,localhost,shard-id=abc slave m00 0 1 1 connected\n"
+            "m00 127.0.0.1:17710@18710,localhost,shard-id=abc myself,master - 0 1 1 connected 0-5460\n",
+        };
+        char err[128];
+        topo_node asked;
+        redisReply *r = parse(slots, sizeof slots - 1);
+        memset(&asked, 0, sizeof asked);
+        asked.host = (char *)"127.0.0.1";
+        asked.port = 17710;
+        s = cluster_parse_slots(r, &asked, err, sizeof err);
+        CHECK(s != NULL && s->nnodes == 1 && s->nodes[0].replicas == 1, "CLUSTER SLOTS by hostname: %s", err);
+        for (k = 0; s && k < 2; k++) {
+            s->nodes[0].replicas = 0;
+            cluster_count_replicas(s, forms[k], strlen(forms[k]));
+            CHECK(s->nodes[0].replicas == 1, "hostname endpoints, form %d: %d replica(s)", k, s->nodes[0].replicas);
+        }
+        if (s) {
+            /* CLUSTER SLOTS said 1, CLUSTER NODES names nobody we know */
+            s->nodes[0].replicas = 1;
+            cluster_count_replicas(s, "", 0);
+            CHECK(s->nodes[0].replicas == 1, "below CLUSTER SLOTS' count: %d", s->nodes[0].replicas);
+        }
+        topo_snap_free(s);
+        freeReplyObject(r);
+    }
     return check_report("cluster_nodes_test");
 }
