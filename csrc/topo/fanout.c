@@ -127,6 +127,9 @@ static void fanout_give_up(router *r, fanout_node *nodes, fanout_result *out, in
     for (i = 0; i < n; i++) {
         exec_conn *xc = nodes[i].xc;
         if (out[i].done || xc == NULL) continue;
+        /* (a SCRIPT LOAD among them is no longer one in flight for anyone
+         * to send EVALSHA behind: its answer is dropped, unread) */
+        if (nodes[i].x.st.load_due) exec_conn_loaded(xc, nodes[i].x.script);
         exec_conn_give_up(xc, nodes[i].x.st.due);
         exec_clear(&nodes[i].x);
         out[i].done = 1;
@@ -169,8 +172,14 @@ int fanout_script(router *r, const script_def *s, int nargs, const char **args, 
         exec_init(&f->x, s, nargs, args, lens, s->nkeys > 0 ? args[0] : NULL, s->nkeys > 0 ? lens[0] : 0,
                   TOPO_REDLOCK, EXEC_IDEMPOTENT | EXEC_EVAL_FIRST, 0, deadline);
         f->x.deadline = deadline;
-        /* (a connect that failed at once: once more, else its result) */
-        if (fanout_send(f) == 0 || !fanout_failed(f, &out[i], 0)) pending++;
+        /* (a connect that failed at once: its result, as before the engine;
+         * only a connection found dead after it was made is tried again) */
+        if (fanout_send(f) == 0) {
+            pending++;
+        } else {
+            exec_failed(&f->x, f->xc, 0);
+            fanout_fail(&out[i], f->x.err, f->x.errstr);
+        }
     }
     while (pending > 0 && !(enough && enough(out, n, ud))) {
         int np = 0, rc;

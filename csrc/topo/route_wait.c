@@ -14,7 +14,7 @@
  * This is only the fast path. It sends nothing unless the map is current
  * and the key's node can be reached without asking anyone where it is;
  * everything that needs a topology refresh, a Sentinel or a redirect goes
- * through route_exec (router.c).
+ * through route_run (router.c).
  */
 #include "router.h"
 

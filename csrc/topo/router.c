@@ -132,8 +132,8 @@ static int router_find(const router *r, const topo_node *n) {
     return -1;
 }
 
-/* Counts the pause before the next attempt, never past the caller's
- * deadline (exec.h). */
+/* Sleeps the pause before the next attempt (exec_pause_ms: never past the
+ * caller's deadline). */
 static void router_sleep_ms(long ms) {
     struct timespec ts;
     if (ms <= 0) return;
@@ -193,17 +193,19 @@ static int route_read(router *r, exec_req *x, exec_conn *xc, int node, uint64_t 
         }
         step = exec_reply(x, xc, reply);
     }
-    if (step == EXEC_DONE && r->t->mode == TOPO_SENTINEL && topo_doubts(r->t) != doubts) {
+    if (r->t->mode == TOPO_SENTINEL && topo_doubts(r->t) != doubts) {
         /* a doubt was cast while it ran (a failover began, a connection of
          * ours failed): what the master answered may be lost with it. It
          * ran, or did not: the caller's to sort out, as after any lost
-         * reply. */
+         * reply. Whatever the reply asks next (an EVAL after NOSCRIPT, the
+         * script after a native command): nothing more goes to that
+         * master in this call. */
         exec_clear(x);
         return exec_fail(x, CONN_ELOST, "connection lost: the master came in doubt while the request ran "
                                         "(a failover may be under way)");
     }
     if (step == EXEC_DONE) r->last_node = node;
-    route_suspect(r, x);
+    if (step != EXEC_PAUSE) route_suspect(r, x);   /* (a pause: once it is over, route_run) */
     return step;
 }
 
@@ -255,6 +257,7 @@ redisReply *route_run(router *r, exec_req *x) {
         if (step == EXEC_PAUSE) {
             router_sleep_ms(exec_pause_ms(x));
             if ((step = exec_after_pause(x)) == EXEC_DONE) break;
+            route_suspect(r, x);   /* (the call goes on: look again first, as before the pause) */
         } else if ((step = exec_try(x)) == EXEC_FAIL) {
             break;
         }

@@ -12,7 +12,7 @@
  * (wd_contested).
  *
  * Answers: a link reads them in order and hands each, with its request,
- * to wd_apply_reply (the thread's loop passes it to wd_link_pump), so the
+ * to wd_apply_step (the thread's loop passes it to wd_link_pump), so the
  * links never call up into this file; what this file sends goes down to
  * them (wd_link_open, wd_link_queue).
  */
