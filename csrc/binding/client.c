@@ -456,11 +456,13 @@ static const luaL_Reg client_meta[] = {
 
 void client_register(lua_State *L) {
     watch_register(L);
+    client_request_register(L);
     luaL_newmetatable(L, CLIENT_MT);     /* mt */
     luaL_setfuncs(L, client_meta, 0);
     luaL_newlib(L, client_methods);      /* mt, methods */
     luaL_setfuncs(L, client_quorum_methods, 0);
     luaL_setfuncs(L, client_topo_methods, 0);
+    luaL_setfuncs(L, client_request_methods, 0);
     luaL_setfuncs(L, client_wait_methods, 0);
     luaL_setfuncs(L, client_events_methods, 0);
     lua_setfield(L, -2, "__index");      /* mt */

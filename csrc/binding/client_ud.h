@@ -56,6 +56,10 @@ extern const luaL_Reg client_wait_methods[];
 /* The topology methods (client_topo.c). */
 extern const luaL_Reg client_topo_methods[];
 
+/* Requests driven from Lua (client_request.c), and their metatable. */
+extern const luaL_Reg client_request_methods[];
+void client_request_register(lua_State *L);
+
 /* Events and connection counters (client_events.c). */
 extern const luaL_Reg client_events_methods[];
 void client_events_follow(client_ud *u);    /* after the watchdog is made */

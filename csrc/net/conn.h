@@ -222,12 +222,31 @@ short conn_poll_events(const conn *c);
 int conn_connecting(const conn *c);
 /* Records a failure found by the caller (e.g. a timeout) and closes. */
 void conn_fail_with(conn *c, int err, const char *what);
+/* The same with its own words: "connection <what>: <why> (<where>)"; an
+ * interrupted wait says so in its own words. */
+void conn_fail(conn *c, int err, const char *what, const char *why);
 
 /* Closes the socket: the next use reconnects. */
 void conn_drop(conn *c);
 
 /* Takes over a connected socket (tests, the fuzzer): no handshake. */
 void conn_adopt_fd(conn *c, int fd);
+
+/* ---- detached: someone else moves the bytes (nginx's cosockets) -------- */
+
+/* Starts an exchange over a socket that is not ours (c->fd stays -1; c's
+ * config has no TLS: the other side's socket does that): requests are
+ * queued as usual, handed out by conn_detach_take, and what came back is
+ * given to conn_detach_feed, then read with conn_reply. fresh: the socket
+ * was just made, so the handshake (AUTH, SELECT, PING, the hook's) goes
+ * first and its replies are read and checked on the way; else it was set
+ * up before. 0, or -1 (out of memory: errstr). */
+int conn_detach_begin(conn *c, int fresh);
+/* The bytes queued since the last take (*p, valid until the next queue or
+ * reset), counted as sent. */
+size_t conn_detach_take(conn *c, const char **p);
+/* n bytes that came back: 0, or -1 (out of memory, c failed). */
+int conn_detach_feed(conn *c, const char *p, size_t n);
 
 /* "127.0.0.1:6379" or "/tmp/redis.sock", for messages. */
 void conn_describe(const conn *c, char *buf, size_t len);

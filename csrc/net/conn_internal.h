@@ -13,9 +13,6 @@
  * conn_wait.c's blocking receive). */
 #define CONN_RECV_CHUNK 16384
 
-/* Records why, "connection <what>: <why> (<where>)", and closes. */
-void conn_fail(conn *c, int err, const char *what, const char *why);
-
 /* conn_fail with errno's text (ETIMEDOUT: "timed out", of kind timeout). */
 void conn_fail_errno(conn *c, const char *what, int e);
 

@@ -83,6 +83,33 @@ int conn_connect_done(conn *c) {
     return -1;
 }
 
+/* ---- detached --------------------------------------------------------------- */
+
+int conn_detach_begin(conn *c, int fresh) {
+    conn_drop(c);
+    c->gen++;
+    c->pid = proc_id();
+    c->reader = redisReaderCreate();
+    if (c->reader == NULL || (fresh && conn_queue_handshake(c) != 0)) {
+        conn_fail(c, CONN_ENOMEM, "failed", "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+size_t conn_detach_take(conn *c, const char **p) {
+    size_t n = c->out.len - c->out_off;
+    *p = c->out.p + c->out_off;
+    c->sent_total += n;
+    c->out.len = c->out_off = 0;
+    return n;
+}
+
+int conn_detach_feed(conn *c, const char *p, size_t n) {
+    if (c->reader == NULL) return -1;
+    return n == 0 || conn_got(c, p, (ssize_t)n) > 0 ? 0 : -1;
+}
+
 /* ---- TLS ------------------------------------------------------------------- */
 
 /* The session is a transform between the socket and out/conn_got: what it

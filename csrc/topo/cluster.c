@@ -191,6 +191,19 @@ done:
     free(count);
 }
 
+topo_snap *cluster_snap_of(const redisReply *slots, const redisReply *nodes, const topo_node *asked, char *err,
+                           size_t errlen) {
+    topo_snap *s;
+    if (slots->type == REDIS_REPLY_ERROR) {
+        snprintf(err, errlen, "redis error: %.*s", (int)(slots->len > 120 ? 120 : slots->len), slots->str);
+        return NULL;
+    }
+    s = cluster_parse_slots(slots, asked, err, errlen);
+    if (s && nodes && nodes->type == REDIS_REPLY_STRING)   /* (RESP2: a bulk string) */
+        cluster_count_replicas(s, nodes->str, nodes->len);
+    return s;
+}
+
 /* Asks node n for its view of the cluster: CLUSTER SLOTS for the map, and
  * CLUSTER NODES for every master's replicas (CLUSTER SLOTS leaves out a
  * replica that has no data yet, which a failover can still promote); when
@@ -210,15 +223,8 @@ static topo_snap *cluster_ask(const topo_src *src, topo_node *n, int may_resolve
     if (conn_ensure(c) == 0 && conn_append(c, 2, slots, lens) == 0 && conn_append(c, 2, nodes, lens) == 0 &&
         (r = conn_read(c, conn_deadline(c))) != NULL)
         rn = conn_read(c, conn_deadline(c));
-    if (r == NULL) {
-        snprintf(err, errlen, "%s", c->errstr);
-    } else if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(err, errlen, "redis error: %.*s", (int)(r->len > 120 ? 120 : r->len), r->str);
-    } else {
-        s = cluster_parse_slots(r, n, err, errlen);
-        if (s && rn && rn->type == REDIS_REPLY_STRING)   /* (RESP2: a bulk string) */
-            cluster_count_replicas(s, rn->str, rn->len);
-    }
+    if (r == NULL) snprintf(err, errlen, "%s", c->errstr);
+    else s = cluster_snap_of(r, rn, n, err, errlen);
     if (r) freeReplyObject(r);
     if (rn) freeReplyObject(rn);
     conn_free(c);

@@ -20,6 +20,14 @@
 int cluster_load(const topo_src *src, const topo_snap *cur, int may_resolve, int64_t deadline, topo_snap **out,
                  char *err, size_t errlen, const char **kind);
 
+/* The map as node `asked` gave it: its CLUSTER SLOTS reply and its CLUSTER
+ * NODES reply (NULL, or an error: an ACL may refuse it; then CLUSTER SLOTS'
+ * replica counts stand). NULL with err (Redis' refusal, a malformed
+ * reply). Both drivers' (cluster_load here; the cosockets',
+ * client_request.c). */
+topo_snap *cluster_snap_of(const redisReply *slots, const redisReply *nodes, const topo_node *asked, char *err,
+                           size_t errlen);
+
 /* A CLUSTER SLOTS reply (asked of `asked`, whose host stands in for an
  * empty one) as a snapshot. NULL with err when it is malformed. */
 topo_snap *cluster_parse_slots(const redisReply *r, const topo_node *asked, char *err, size_t errlen);
