@@ -88,11 +88,16 @@ CFLAGS  ?= -O2 -g
 # headers of layers below it (tools/check_layers.sh). Every .c of a layer
 # is built: adding a file needs no edit here.
 LAYERS    = base net cmd exec topo watchdog binding process
+# The files that hold test hooks (#ifdef REDISLOCK_TESTING: core._test_next_id,
+# core.hist_bucket, core.testing, connect's native_assume): the specs load
+# build/<variant>/testing/redislock/core.so, these compiled with the hooks;
+# build/<variant>/redislock/core.so, the one installed, has none.
+TESTING_SRCS = csrc/binding/core.c csrc/binding/client_connect.c
 SRCS     := $(sort $(foreach l,$(LAYERS),$(wildcard csrc/$(l)/*.c)) $(wildcard csrc/*.c))
 HDRS     := $(wildcard csrc/*.h csrc/*/*.h)
 # The layers that never include lua.h: the C tests and the bench link these.
 NOLUA_SRCS := $(filter-out csrc/binding/% csrc/process/%,$(SRCS))
-CORE_INCLUDES = $(addprefix -Icsrc/,$(LAYERS)) -Icsrc -Ibuild
+CORE_INCLUDES = -Icsrc -Ibuild
 
 # No -llua: the host (lua5.4, nginx, ...) provides the Lua symbols.
 BASE_CFLAGS = -std=c99 -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L \
@@ -124,11 +129,21 @@ build/$(1)/redislock/core.so: $$(SRCS:%.c=build/$(1)/obj/%.o)
 	@mkdir -p $$(@D)
 	$$(CC) $(if $(filter asan,$(1)),$$(SAN_FLAGS)) $$(ALL_LDFLAGS) -o $$@ $$^ $(call variant_libs,$(1))
 
+# the same with the test hooks (TESTING_SRCS compiled again with them)
+build/$(1)/obj-testing/%.o: %.c build/scripts_gen.h $$(TLS_FLAG)
+	@mkdir -p $$(@D)
+	$$(CC) $$(BASE_CFLAGS) $(call variant_cflags,$(1)) -DREDISLOCK_TESTING -MMD -MP -c -o $$@ $$<
+
+build/$(1)/testing/redislock/core.so: $$(filter-out $$(TESTING_SRCS:%.c=build/$(1)/obj/%.o),$$(SRCS:%.c=build/$(1)/obj/%.o)) \
+                                      $$(TESTING_SRCS:%.c=build/$(1)/obj-testing/%.o)
+	@mkdir -p $$(@D)
+	$$(CC) $(if $(filter asan,$(1)),$$(SAN_FLAGS)) $$(ALL_LDFLAGS) -o $$@ $$^ $(call variant_libs,$(1))
+
 build/$(1)/libcore_nolua.a: $$(NOLUA_SRCS:%.c=build/$(1)/obj/%.o)
 	@rm -f $$@
 	$$(AR) rcs $$@ $$^
 
--include $$(wildcard build/$(1)/obj/csrc/*.d build/$(1)/obj/csrc/*/*.d)
+-include $$(wildcard build/$(1)/obj/csrc/*.d build/$(1)/obj/csrc/*/*.d build/$(1)/obj-testing/csrc/*/*.d)
 endef
 $(foreach v,$(sort $(VARIANTS)),$(eval $(call core_variant,$(v))))
 
@@ -138,9 +153,9 @@ $(foreach v,$(sort $(VARIANTS)),$(eval $(call core_variant,$(v))))
 locked = mkdir -p build && $(if $(shell command -v flock 2>/dev/null),flock build/.$(1).lock)
 
 # The checkout's own module (the specs' and `make demo`'s): the build for
-# LUA_PC, copied where "./?.so" finds it.
+# LUA_PC with the test hooks, copied where "./?.so" finds it.
 TARGET  = redislock/core.so
-$(TARGET): build/$(LUA_PC)/redislock/core.so
+$(TARGET): build/$(LUA_PC)/testing/redislock/core.so
 	@mkdir -p $(dir $@)
 	cp $< $@.tmp && mv -f $@.tmp $@   # (a new file: a process may have the old one loaded)
 
@@ -208,6 +223,7 @@ lint: test-deps
 	@$(MAKE) --no-print-directory build/scripts_gen.h
 	luacheck -q --no-config --std lua51 --read-globals redis KEYS ARGV --max-line-length 120 build/scripts
 	@tools/check_layers.sh
+	@tools/check_c_functions.sh
 
 demo: test-deps
 	@$(MAKE) --no-print-directory all
@@ -225,11 +241,11 @@ demo-postgres: test-deps
 # (Targets that build run a sub-make after test-deps: on a fresh machine the
 # pkg-config flags above were read before the packages were installed.)
 sanitize: test-deps
-	@$(call locked,asan) $(MAKE) --no-print-directory build/asan/$(TARGET) $(CTESTS:%=build/asan/test/%)
+	@$(call locked,asan) $(MAKE) --no-print-directory build/asan/testing/$(TARGET) $(CTESTS:%=build/asan/test/%)
 	@for t in $(CTESTS); do build/asan/test/$$t || exit 1; done
 	@LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	 REDISLOCK_CPATH="./build/asan/?.so" LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh --exclude-tags=builds $(SPECS)
+	 REDISLOCK_CPATH="./build/asan/testing/?.so" LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh --exclude-tags=builds $(SPECS)
 
 # One spec file at a time unless JOBS says otherwise: memcheck keeps a core
 # busy, and the specs' timings were set for one at a time under it.
@@ -295,8 +311,8 @@ bench-plot: test-deps
 # The core as make TLS=no builds it, into build/notls/, under the specs
 # that say what such a build does with rediss:// and tls.
 testnotls: test-deps
-	@$(call locked,notls) $(MAKE) --no-print-directory build/notls/$(TARGET)
-	@REDISLOCK_CPATH="./build/notls/?.so" LUA="$(LUA)" BUSTED="$(BUSTED)" \
+	@$(call locked,notls) $(MAKE) --no-print-directory build/notls/testing/$(TARGET)
+	@REDISLOCK_CPATH="./build/notls/testing/?.so" LUA="$(LUA)" BUSTED="$(BUSTED)" \
 	 tools/run_specs.sh spec/04-arguments_spec.lua spec/30-tls_spec.lua
 
 # Lua 5.1 (the language of LuaJIT and OpenResty): build the core against
@@ -309,8 +325,8 @@ COMPAT_SPECS = spec/01-core_spec.lua spec/03-lock_spec.lua spec/06-watchdog_spec
 
 test51: test-deps
 	@tools/deps.sh $(TEST51_DEPS)
-	@$(call locked,lua5.1) $(MAKE) --no-print-directory build/lua5.1/$(TARGET)
-	@REDISLOCK_CPATH="./build/lua5.1/?.so" LUA=lua5.1 BUSTED="$(BUSTED)" \
+	@$(call locked,lua5.1) $(MAKE) --no-print-directory build/lua5.1/testing/$(TARGET)
+	@REDISLOCK_CPATH="./build/lua5.1/testing/?.so" LUA=lua5.1 BUSTED="$(BUSTED)" \
 	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS)
 
 # Lua 5.2 and 5.3: the same, each core in build/lua5.2/ or build/lua5.3/
@@ -318,8 +334,8 @@ test51: test-deps
 
 test52 test53: test-deps
 	@tools/deps.sh $($(subst test5,TEST5,$@)_DEPS)
-	@$(call locked,lua5.$(subst test5,,$@)) $(MAKE) --no-print-directory build/lua5.$(subst test5,,$@)/$(TARGET)
-	@REDISLOCK_CPATH="./build/lua5.$(subst test5,,$@)/?.so" LUA=lua5.$(subst test5,,$@) BUSTED="$(BUSTED)" \
+	@$(call locked,lua5.$(subst test5,,$@)) $(MAKE) --no-print-directory build/lua5.$(subst test5,,$@)/testing/$(TARGET)
+	@REDISLOCK_CPATH="./build/lua5.$(subst test5,,$@)/testing/?.so" LUA=lua5.$(subst test5,,$@) BUSTED="$(BUSTED)" \
 	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS)
 
 # LuaJIT, as OpenResty-like hosts run it: the same specs, the core built
@@ -330,8 +346,8 @@ test52 test53: test-deps
 # It also runs the library inside nginx with its Lua module (test/hosts/).
 testjit: test-deps
 	@tools/deps.sh $(TESTJIT_DEPS)
-	@$(call locked,luajit) $(MAKE) --no-print-directory build/luajit/$(TARGET)
-	@REDISLOCK_CPATH="./build/luajit/?.so" LUA=luajit BUSTED="$(BUSTED)" \
+	@$(call locked,luajit) $(MAKE) --no-print-directory build/luajit/testing/$(TARGET)
+	@REDISLOCK_CPATH="./build/luajit/testing/?.so" LUA=luajit BUSTED="$(BUSTED)" \
 	 tools/run_specs.sh --exclude-tags=heavy $(COMPAT_SPECS) test/hosts/nginx_spec.lua \
 	 test/hosts/nginx_topology_spec.lua test/hosts/nginx_metrics_spec.lua test/hosts/nginx_tls_spec.lua
 

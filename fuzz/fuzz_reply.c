@@ -47,13 +47,13 @@
  * "redislock:". A violation aborts (libFuzzer records the input).
  */
 #define _GNU_SOURCE
-#include "client.h"
-#include "client_ud.h"
-#include "conn.h"
-#include "luaval.h"
-#include "monotime.h"
-#include "recovery.h"
-#include "topo.h"
+#include "binding/client.h"
+#include "binding/client_ud.h"
+#include "net/conn.h"
+#include "binding/luaval.h"
+#include "base/monotime.h"
+#include "exec/recovery.h"
+#include "topo/topo.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -67,7 +67,7 @@
 #include "lualib.h"
 #include <sanitizer/allocator_interface.h>
 
-#include "reply_fast.h"
+#include "net/reply_fast.h"
 #include "../test/c/reply_same.h"
 
 int luaopen_redislock_core(lua_State *L);

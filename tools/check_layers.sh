@@ -3,7 +3,8 @@
 #
 # csrc/ holds one folder per layer, from the bottom: base, net, cmd, exec,
 # topo, watchdog, binding; process stands apart (it needs only base, and
-# binding's compat.h, the Lua version shim). A file may
+# binding's compat.h, the Lua version shim). Headers are included by path
+# ("net/conn.h", the build has only -Icsrc), never by bare name. A file may
 # include headers of its own layer and of the layers below; only binding
 # and process include Lua's headers (lua.h, lauxlib.h, lualib.h); nothing
 # includes a .c file. Prints each breach as "file: includes header (layer)"
@@ -19,12 +20,23 @@ rank() {
     esac
 }
 
-# header name -> its layer, from where it lives
+# an included header -> its layer: "net/conn.h" is net's; a bare name of
+# one of ours ("conn.h") is a breach of its own (by path only), reported
+# by the caller; anything else (system, hiredis, build/scripts_gen.h): ""
 layer_of() {
+    case "$1" in
+        */*) if [ -f "csrc/$1" ]; then echo "${1%%/*}"; else echo ""; fi ;;
+        *) echo "" ;;
+    esac
+}
+
+# a bare name that is one of our headers: its path ("net/conn.h"), else ""
+ours_bare() {
+    case "$1" in */*) return ;; esac
     for d in csrc/*/; do
-        if [ -f "$d$1" ]; then basename "$d"; return; fi
+        if [ -f "$d$1" ]; then echo "$(basename "$d")/$1"; return 0; fi
     done
-    echo ""
+    return 0
 }
 
 bad=0
@@ -41,11 +53,15 @@ for f in csrc/*/*.c csrc/*/*.h; do
                 case "$layer" in binding|process) ;; *) echo "$f: includes $h (only binding and process may)"; bad=1 ;; esac
                 continue ;;
         esac
+        path=$(ours_bare "$h")
+        if [ -n "$path" ]; then
+            echo "$f: includes \"$h\" by its bare name (by path: \"$path\")"; bad=1; continue
+        fi
         theirs_layer=$(layer_of "$h")
         [ -n "$theirs_layer" ] || continue        # system, hiredis, build/scripts_gen.h
         if [ "$layer" = process ]; then
             case "$theirs_layer:$h" in
-                base:*|process:*|binding:compat.h) ;;
+                base:*|process:*|binding:binding/compat.h) ;;
                 *) echo "$f: includes $h ($theirs_layer): process needs only base"; bad=1 ;;
             esac
             continue

@@ -10,7 +10,7 @@
 #define REDISLOCK_DEADLINE_H
 
 #include <stdint.h>
-#include "monotime.h"
+#include "base/monotime.h"
 
 /* No deadline: wait as long as it takes. */
 #define DEADLINE_NONE INT64_MAX

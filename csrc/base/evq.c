@@ -1,5 +1,5 @@
 /* evq.c: the bounded event queue (see evq.h). */
-#include "evq.h"
+#include "base/evq.h"
 
 #include <stdlib.h>
 #include <string.h>

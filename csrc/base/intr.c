@@ -1,7 +1,7 @@
 /*
  * intr.c: the interrupt check of this thread's blocking waits (intr.h).
  */
-#include "intr.h"
+#include "base/intr.h"
 
 #include <stddef.h>
 

@@ -5,7 +5,7 @@
  * fork() returns there, so nothing in the child ever sees the parent's pid
  * here. getpid() and a store are async-signal-safe.
  */
-#include "proc_id.h"
+#include "base/proc_id.h"
 
 #include <pthread.h>
 #include <unistd.h>

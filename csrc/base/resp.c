@@ -1,7 +1,7 @@
 /*
  * resp.c: requests in RESP (see resp.h).
  */
-#include "resp.h"
+#include "base/resp.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * slot.c: CRC16-XMODEM and the hash tag rule (see slot.h). The table is
  * computed once from the polynomial rather than pasted in.
  */
-#include "slot.h"
+#include "base/slot.h"
 
 #include <pthread.h>
 #include <string.h>

@@ -13,7 +13,7 @@
  * and of the buffer are consistent), so both draw fresh bytes.
  */
 #define _GNU_SOURCE
-#include "token.h"
+#include "base/token.h"
 
 #include <errno.h>
 #include <pthread.h>

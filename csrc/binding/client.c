@@ -14,8 +14,8 @@
  * Runtime failures return nil, err, kind; wrong arguments raise via
  * luaL_argerror.
  */
-#include "client.h"
-#include "client_ud.h"
+#include "binding/client.h"
+#include "binding/client_ud.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -23,16 +23,16 @@
 #include <string.h>
 
 #include "lauxlib.h"
-#include "compat.h"
-#include "conn.h"
-#include "deadline.h"
-#include "intr.h"
-#include "luaval.h"
-#include "router.h"
-#include "script.h"
-#include "topo.h"
-#include "watch.h"
-#include "watchdog.h"
+#include "binding/compat.h"
+#include "net/conn.h"
+#include "base/deadline.h"
+#include "base/intr.h"
+#include "binding/luaval.h"
+#include "topo/router.h"
+#include "cmd/script.h"
+#include "topo/topo.h"
+#include "binding/watch.h"
+#include "watchdog/watchdog.h"
 
 /* ---- interrupts (intr.h) ---------------------------------------------- */
 

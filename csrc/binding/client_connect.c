@@ -5,17 +5,17 @@
  * connects and checks a node before returning, so that a wrong address or
  * password is reported at connect, not at the first lock.
  */
-#include "client.h"
-#include "client_ud.h"
+#include "binding/client.h"
+#include "binding/client_ud.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "lauxlib.h"
-#include "compat.h"
-#include "conn.h"
-#include "router.h"
-#include "topo.h"
+#include "binding/compat.h"
+#include "net/conn.h"
+#include "topo/router.h"
+#include "topo/topo.h"
 
 #define CLIENT_MAX_SEEDS 64
 
@@ -172,107 +172,125 @@ static int client_opt_nodes(lua_State *L, int idx, topo *t) {
  * only hosts the watchdog). probe = true also reads INFO memory.
  * native_commands = false: never detect nor use native compare commands
  * (native_cmd.h), on any of the client's connections; native_assume = bits
- * (tests only) claims those NATIVE_* features on every connection, to
- * drive the fallback paths on a server that lacks them. seeds: the
+ * (the specs' build only: Makefile TESTING_SRCS) claims those NATIVE_*
+ * features on every connection, to drive the fallback paths on a server
+ * that lacks them. seeds: the
  * sentinels, or the cluster's seed nodes, as "host:port". tls: every
  * connection over TLS (tls.h), the sentinels' too unless sentinel_tls =
  * false; a Redlock master's own tls= table is its own (none: plain). */
-int client_global_connect(lua_State *L) {
+/* What core.connect's table says, checked (raises on a bad field). */
+typedef struct client_opts {
     conn_config cfg;
-    client_ud *u;
-    const char *seeds[CLIENT_MAX_SEEDS], *mode_name, *master, *suser, *spass;
-    char err[CONN_ERRSTR_LEN];
-    int lazy, probe, mode, nseeds, sentinel_tls;
+    const char *seeds[CLIENT_MAX_SEEDS], *master, *suser, *spass;
+    int nseeds, mode, lazy, probe, sentinel_tls;
     exec_opts xo;
-    luaL_checktype(L, 1, LUA_TTABLE);
-    memset(&cfg, 0, sizeof cfg);
-    cfg.host = (char *)client_opt_string(L, 1, "host");
-    cfg.path = (char *)client_opt_string(L, 1, "path");
-    cfg.username = (char *)client_opt_string(L, 1, "username");
-    cfg.password = (char *)client_opt_string(L, 1, "password");
-    cfg.port = (int)client_opt_number(L, 1, "port", 6379, 1, 65535);
-    cfg.db = (int)client_opt_number(L, 1, "db", 0, 0, 1 << 20);
-    cfg.connect_timeout_ms = (long)(client_opt_number(L, 1, "connect_timeout", 2, 0.001, 86400) * 1000);
-    cfg.timeout_ms = (long)(client_opt_number(L, 1, "timeout", 2, 0, 86400) * 1000);
-    mode_name = client_opt_string(L, 1, "mode");
-    master = client_opt_string(L, 1, "master");
-    suser = client_opt_string(L, 1, "sentinel_username");
-    spass = client_opt_string(L, 1, "sentinel_password");
-    nseeds = client_opt_seeds(L, 1, "seeds", seeds, CLIENT_MAX_SEEDS);
-    if (cfg.host == NULL && cfg.path == NULL) cfg.host = (char *)"127.0.0.1";
-    if (cfg.username != NULL && cfg.password == NULL)
+} client_opts;
+
+static int client_opt_flag(lua_State *L, int idx, const char *name) {
+    int v;
+    lua_getfield(L, idx, name);
+    v = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+static int client_opt_mode(lua_State *L, int idx) {
+    const char *name = client_opt_string(L, idx, "mode");
+    if (name == NULL || strcmp(name, "single") == 0) return TOPO_SINGLE;
+    if (strcmp(name, "sentinel") == 0) return TOPO_SENTINEL;
+    if (strcmp(name, "cluster") == 0) return TOPO_CLUSTER;
+    if (strcmp(name, "redlock") == 0) return TOPO_REDLOCK;
+    return luaL_error(L, "bad config field 'mode' (single, sentinel, cluster or redlock expected)");
+}
+
+static void client_read_opts(lua_State *L, client_opts *o) {
+    conn_config *cfg = &o->cfg;
+    memset(o, 0, sizeof *o);
+    cfg->host = (char *)client_opt_string(L, 1, "host");
+    cfg->path = (char *)client_opt_string(L, 1, "path");
+    cfg->username = (char *)client_opt_string(L, 1, "username");
+    cfg->password = (char *)client_opt_string(L, 1, "password");
+    cfg->port = (int)client_opt_number(L, 1, "port", 6379, 1, 65535);
+    cfg->db = (int)client_opt_number(L, 1, "db", 0, 0, 1 << 20);
+    cfg->connect_timeout_ms = (long)(client_opt_number(L, 1, "connect_timeout", 2, 0.001, 86400) * 1000);
+    cfg->timeout_ms = (long)(client_opt_number(L, 1, "timeout", 2, 0, 86400) * 1000);
+    o->mode = client_opt_mode(L, 1);
+    o->master = client_opt_string(L, 1, "master");
+    o->suser = client_opt_string(L, 1, "sentinel_username");
+    o->spass = client_opt_string(L, 1, "sentinel_password");
+    o->nseeds = client_opt_seeds(L, 1, "seeds", o->seeds, CLIENT_MAX_SEEDS);
+    if (cfg->host == NULL && cfg->path == NULL) cfg->host = (char *)"127.0.0.1";
+    if (cfg->username != NULL && cfg->password == NULL)
         luaL_error(L, "bad config field 'username' (a password is required with it)");
-    if (cfg.path != NULL && cfg.path[0] == '\0')
-        luaL_error(L, "bad config field 'path' (non-empty string expected)");
-    if (cfg.host != NULL && cfg.host[0] == '\0')
-        luaL_error(L, "bad config field 'host' (non-empty string expected)");
-    if (mode_name == NULL || strcmp(mode_name, "single") == 0) mode = TOPO_SINGLE;
-    else if (strcmp(mode_name, "sentinel") == 0) mode = TOPO_SENTINEL;
-    else if (strcmp(mode_name, "cluster") == 0) mode = TOPO_CLUSTER;
-    else if (strcmp(mode_name, "redlock") == 0) mode = TOPO_REDLOCK;
-    else return luaL_error(L, "bad config field 'mode' (single, sentinel, cluster or redlock expected)");
-    if (mode != TOPO_SINGLE && mode != TOPO_REDLOCK && nseeds == 0)
+    if (cfg->path != NULL && cfg->path[0] == '\0') luaL_error(L, "bad config field 'path' (non-empty string expected)");
+    if (cfg->host != NULL && cfg->host[0] == '\0') luaL_error(L, "bad config field 'host' (non-empty string expected)");
+    if (o->mode != TOPO_SINGLE && o->mode != TOPO_REDLOCK && o->nseeds == 0)
         luaL_error(L, "bad config field 'seeds' (at least one host:port expected)");
-    if (mode == TOPO_SENTINEL && master == NULL)
+    if (o->mode == TOPO_SENTINEL && o->master == NULL)
         luaL_error(L, "bad config field 'master' (the master's name expected)");
-    if (mode == TOPO_CLUSTER && cfg.db != 0)
-        luaL_error(L, "bad config field 'db' (a cluster has only database 0)");
-    lua_getfield(L, 1, "lazy");
-    lazy = lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    lua_getfield(L, 1, "probe");
-    probe = lua_toboolean(L, -1);
-    lua_pop(L, 1);
+    if (o->mode == TOPO_CLUSTER && cfg->db != 0) luaL_error(L, "bad config field 'db' (a cluster has only database 0)");
+    o->lazy = client_opt_flag(L, 1, "lazy");
+    o->probe = client_opt_flag(L, 1, "probe");
     lua_getfield(L, 1, "native_commands");   /* false: scripts only, no detection */
-    xo.no_native = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
+    o->xo.no_native = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
     lua_pop(L, 1);
-    xo.native_assume = (unsigned)client_opt_number(L, 1, "native_assume", 0, 0, 31);   /* tests */
+#ifdef REDISLOCK_TESTING
+    o->xo.native_assume = (unsigned)client_opt_number(L, 1, "native_assume", 0, 0, 31);
+#endif
     lua_getfield(L, 1, "sentinel_tls");   /* false: the sentinels in plain TCP */
     if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TBOOLEAN)
         luaL_error(L, "bad config field 'sentinel_tls' (boolean expected, got %s)", luaL_typename(L, -1));
-    sentinel_tls = lua_isnil(L, -1) || lua_toboolean(L, -1);
+    o->sentinel_tls = lua_isnil(L, -1) || lua_toboolean(L, -1);
     lua_pop(L, 1);
+}
 
+/* The first node connected and checked (AUTH, SELECT, PING): 1 (the
+ * client on the stack), or nil, err, kind with u closed. */
+static int client_check_first(lua_State *L, client_ud *u) {
+    conn *c = NULL;
+    exec_conn *xc;
+    if (router_sync(u->r) == 0 && (xc = router_conn(u->r, 0)) != NULL && conn_ensure(c = xc->c) == 0) return 1;
+    lua_pushnil(L);
+    if (c && c->err) {
+        lua_pushstring(L, c->errstr);
+        lua_pushstring(L, conn_kind(c->err));
+    } else {
+        lua_pushstring(L, u->r->errstr);
+        lua_pushstring(L, router_kind(u->r));
+    }
+    router_free(u->r);
+    topo_release(u->t);
+    u->r = NULL;
+    u->t = NULL;
+    return 3;
+}
+
+int client_global_connect(lua_State *L) {
+    client_opts o;
+    client_ud *u;
+    char err[CONN_ERRSTR_LEN];
+    luaL_checktype(L, 1, LUA_TTABLE);
+    client_read_opts(L, &o);
     /* Closed-state userdata first: if anything below raises, __gc is safe. */
     u = client_push_closed(L);
     /* the last of what may raise: the context is released on every path
      * below (Redlock: each master's own, read with it) */
-    cfg.tls = mode == TOPO_REDLOCK ? NULL : client_opt_tls(L, 1, "tls", cfg.path != NULL);
-    u->t = topo_new(mode, &cfg, seeds, nseeds, master, suser, spass, err, sizeof err);
-    if (u->t && sentinel_tls) topo_set_sentinel_tls(u->t, cfg.tls);
-    tls_ctx_release(cfg.tls);   /* (the topology has its own) */
+    o.cfg.tls = o.mode == TOPO_REDLOCK ? NULL : client_opt_tls(L, 1, "tls", o.cfg.path != NULL);
+    u->t = topo_new(o.mode, &o.cfg, o.seeds, o.nseeds, o.master, o.suser, o.spass, err, sizeof err);
+    if (u->t && o.sentinel_tls) topo_set_sentinel_tls(u->t, o.cfg.tls);
+    tls_ctx_release(o.cfg.tls);   /* (the topology has its own) */
     if (u->t == NULL) return luaL_error(L, "bad config field 'seeds' (%s)", err);
-    u->t->xopts = xo;
-    if (mode == TOPO_REDLOCK && client_opt_nodes(L, 1, u->t) < 1)
+    u->t->xopts = o.xo;
+    if (o.mode == TOPO_REDLOCK && client_opt_nodes(L, 1, u->t) < 1)
         return luaL_error(L, "bad config field 'nodes' (at least one master expected)");
     u->r = router_new(u->t, 1);
     if (u->r == NULL) return luaL_error(L, "out of memory");
-    u->r->probe = probe;
-    if (lazy) return 1;  /* connects at its first command, if any */
-    if (mode == TOPO_REDLOCK) {
+    u->r->probe = o.probe;
+    if (o.lazy) return 1;  /* connects at its first command, if any */
+    if (o.mode == TOPO_REDLOCK) {
         /* independent masters: the policy (redlock.lua) checks a majority */
         if (router_sync(u->r) != 0) return client_result(L, u, NULL);
         return 1;
     }
-    {
-        conn *c = NULL;
-        exec_conn *xc;
-        int ok = router_sync(u->r) == 0 && (xc = router_conn(u->r, 0)) != NULL && conn_ensure(c = xc->c) == 0;
-        if (!ok) {
-            lua_pushnil(L);
-            if (c && c->err) {
-                lua_pushstring(L, c->errstr);
-                lua_pushstring(L, conn_kind(c->err));
-            } else {
-                lua_pushstring(L, u->r->errstr);
-                lua_pushstring(L, router_kind(u->r));
-            }
-            router_free(u->r);
-            topo_release(u->t);
-            u->r = NULL;
-            u->t = NULL;
-            return 3;
-        }
-    }
-    return 1;
+    return client_check_first(L, u);
 }

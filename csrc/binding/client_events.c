@@ -10,13 +10,13 @@
  * seen). Nothing is queued until the first client:events() call, which
  * the Lua side makes only when on_event is set.
  */
-#include "client_ud.h"
+#include "binding/client_ud.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "compat.h"
-#include "evq.h"
+#include "binding/compat.h"
+#include "base/evq.h"
 
 struct client_events {
     evq q;                      /* the main connections' events */

@@ -2,10 +2,10 @@
  * client_native.c: what a client's connections learned about native
  * compare commands (native_detect.h), for tests and operators.
  */
-#include "client_ud.h"
+#include "binding/client_ud.h"
 
-#include "conn.h"
-#include "native_cmd.h"
+#include "net/conn.h"
+#include "cmd/native_cmd.h"
 
 /* Pushes { delifeq = bool, delex = bool, set_ifeq = bool, cad = bool,
  * cas = bool } for feature bits. */

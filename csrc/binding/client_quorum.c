@@ -3,20 +3,20 @@
  * their answers: the Redlock fan-out (one script on every master at once,
  * until a quorum decides) and WAIT (how many replicas have a write).
  */
-#include "client_ud.h"
+#include "binding/client_ud.h"
 
 #include <stdio.h>
 
 #include "lauxlib.h"
-#include "compat.h"
-#include "client.h"
-#include "conn.h"
-#include "deadline.h"
-#include "fanout.h"
-#include "intr.h"
-#include "luaval.h"
-#include "router.h"
-#include "script.h"
+#include "binding/compat.h"
+#include "binding/client.h"
+#include "net/conn.h"
+#include "base/deadline.h"
+#include "topo/fanout.h"
+#include "base/intr.h"
+#include "binding/luaval.h"
+#include "topo/router.h"
+#include "cmd/script.h"
 
 /* Enough answers for a quorum decision: yes (1, or {1, ...}) reached the
  * quorum, or so many said no (anything else) that it never can. */

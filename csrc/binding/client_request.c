@@ -34,20 +34,20 @@
  *   rq:result()                   reply | nil, err, kind ("wait": true,
  *       woken, reply | ...; with then_wait: reply, acks)
  */
-#include "client_ud.h"
+#include "binding/client_ud.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "compat.h"
-#include "client.h"
-#include "cluster.h"
-#include "deadline.h"
-#include "exec.h"
-#include "exec_conn.h"
-#include "luaval.h"
-#include "topo.h"
+#include "binding/compat.h"
+#include "binding/client.h"
+#include "topo/cluster.h"
+#include "base/deadline.h"
+#include "exec/exec.h"
+#include "exec/exec_conn.h"
+#include "binding/luaval.h"
+#include "topo/topo.h"
 
 #define REQUEST_MT "redislock.request"
 #define REQUEST_MAX_ARGS (SCRIPT_MAX_ARGS + 3)

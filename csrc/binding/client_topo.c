@@ -4,15 +4,15 @@
  * of the topology here: its requests route themselves
  * (client_request.c).
  */
-#include "client_ud.h"
+#include "binding/client_ud.h"
 
 #include <stdio.h>
 
-#include "compat.h"
-#include "client.h"
-#include "conn.h"
-#include "intr.h"
-#include "luaval.h"
+#include "binding/compat.h"
+#include "binding/client.h"
+#include "net/conn.h"
+#include "base/intr.h"
+#include "binding/luaval.h"
 
 /* client:nodes() -> n | nil, err, kind
  * How many nodes this client routes to: one; the Sentinel's master; a

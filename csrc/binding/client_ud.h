@@ -5,12 +5,12 @@
 
 #include "lua.h"
 #include "lauxlib.h"
-#include "router.h"
-#include "script.h"
-#include "topo.h"
-#include "watchdog.h"
+#include "topo/router.h"
+#include "cmd/script.h"
+#include "topo/topo.h"
+#include "watchdog/watchdog.h"
 
-#include "udata.h"
+#include "binding/udata.h"
 
 #define CLIENT_MT "redislock.client"
 

@@ -2,15 +2,15 @@
  * client_wait.c: a waiter's BLPOP with its next attempt queued behind it
  * (route_wait.c), for the wait connection of redislock.native.
  */
-#include "client_ud.h"
+#include "binding/client_ud.h"
 
 #include "lauxlib.h"
-#include "compat.h"
-#include "client.h"
-#include "intr.h"
-#include "luaval.h"
-#include "router.h"
-#include "script.h"
+#include "binding/compat.h"
+#include "binding/client.h"
+#include "base/intr.h"
+#include "binding/luaval.h"
+#include "topo/router.h"
+#include "cmd/script.h"
 
 /* client:blpop_script(key, seconds, script, keys..., args...)
  *   -> true, wakeup, reply | false | nil, err, kind [, "unsent"]

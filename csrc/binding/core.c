@@ -10,22 +10,22 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "intr.h"
-#include "proc_id.h"
+#include "base/intr.h"
+#include "base/proc_id.h"
 #include "lua.h"
 #include "lauxlib.h"
-#include "compat.h"
-#include "client.h"
-#include "conn.h"
-#include "hist.h"
-#include "lease.h"
-#include "monotime.h"
-#include "recovery.h"
-#include "script.h"
-#include "slot.h"
-#include "tls.h"
-#include "token.h"
-#include "wd_ids.h"
+#include "binding/compat.h"
+#include "binding/client.h"
+#include "net/conn.h"
+#include "binding/hist.h"
+#include "base/lease.h"
+#include "base/monotime.h"
+#include "exec/recovery.h"
+#include "cmd/script.h"
+#include "base/slot.h"
+#include "net/tls.h"
+#include "base/token.h"
+#include "watchdog/wd_ids.h"
 
 #define CORE_VERSION "0.1.0"
 
@@ -174,6 +174,7 @@ static int global_recovery_pause(lua_State *L) {
     return 1;
 }
 
+#ifdef REDISLOCK_TESTING
 /* core._test_next_id(n): the next lock id drawn is n (a test hook: specs
  * reach ids near 2^53, where a double stops telling neighbours apart, at
  * once instead of after billions of locks). */
@@ -183,6 +184,7 @@ static int global_test_next_id(lua_State *L) {
     wd_ids_set_next((uint64_t)n);
     return 0;
 }
+#endif
 
 /* Pushes core.scripts: { name = { source = ..., sha = ..., keys = n } }.
  * The very bytes and SHA the C side sends, so Lua code and specs can check
@@ -217,9 +219,12 @@ static const luaL_Reg core_functions[] = {
     {"recovery", global_recovery},
     {"recovery_failure", global_recovery_failure},
     {"recovery_pause", global_recovery_pause},
-    {"hist_bucket", hist_global_bucket},
     {"recorder", hist_global_recorder},
+#ifdef REDISLOCK_TESTING
+    /* the test hooks: only in the specs' build (Makefile TESTING_SRCS) */
+    {"hist_bucket", hist_global_bucket},
     {"_test_next_id", global_test_next_id},
+#endif
     {NULL, NULL}
 };
 
@@ -238,5 +243,9 @@ int luaopen_redislock_core(lua_State *L) {
     lua_setfield(L, -2, "tls");
     lua_pushstring(L, tls_library());               /* "OpenSSL 3.0.19 ..." or "none" */
     lua_setfield(L, -2, "tls_library");
+#ifdef REDISLOCK_TESTING
+    lua_pushboolean(L, 1);                          /* core.testing: the hooks are here */
+    lua_setfield(L, -2, "testing");
+#endif
     return 1;
 }

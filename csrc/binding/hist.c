@@ -11,16 +11,16 @@
  * time, hold/ttl); metrics.lua keeps the cold ones (losses by reason) and
  * turns read() into stats().
  */
-#include "hist.h"
+#include "binding/hist.h"
 
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
 #include "lauxlib.h"
-#include "compat.h"
-#include "monotime.h"
-#include "udata.h"
+#include "binding/compat.h"
+#include "base/monotime.h"
+#include "binding/udata.h"
 
 #define RECORDER_MT "redislock.recorder"
 #define HIST_MAX 64                 /* bounds per histogram, at most */

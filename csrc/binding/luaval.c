@@ -4,7 +4,7 @@
  * values, and Lua tables (as lua-resty-redis gives replies) as reply trees
  * for the C parsers.
  */
-#include "luaval.h"
+#include "binding/luaval.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -12,9 +12,9 @@
 #include <string.h>
 
 #include "lauxlib.h"
-#include "compat.h"
-#include "reply_obj.h"
-#include "resp.h"
+#include "binding/compat.h"
+#include "base/reply_obj.h"
+#include "base/resp.h"
 
 /* Writes the number at stack index i as Redis wants it, replacing it with
  * the string. Integral values become integers with every digit ("1500", not

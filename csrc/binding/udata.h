@@ -18,7 +18,7 @@
 
 #include "lua.h"
 #include "lauxlib.h"
-#include "compat.h"
+#include "binding/compat.h"
 
 enum { UDATA_CLIENT = 1, UDATA_WATCH, UDATA_RECORDER };
 

@@ -6,11 +6,11 @@
  * no renewal follows. __gc does no network I/O; an unreleased lock that is
  * collected simply stops being renewed and its ttl frees the name.
  */
-#include "watch.h"
+#include "binding/watch.h"
 
 #include "lauxlib.h"
-#include "compat.h"
-#include "udata.h"
+#include "binding/compat.h"
+#include "binding/udata.h"
 
 #define WATCH_MT "redislock.watch"
 

@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 #include "lua.h"
-#include "watchdog.h"
+#include "watchdog/watchdog.h"
 
 /* Creates the watch metatable in the registry. Stack: unchanged. */
 void watch_register(lua_State *L);

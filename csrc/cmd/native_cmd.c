@@ -15,8 +15,8 @@
  * and the scripts answer 1 (renewed / deleted) or 0 (gone or someone
  * else's). Anything else is not a clean answer: the script decides.
  */
-#include "native_cmd.h"
-#include "reply_obj.h"
+#include "cmd/native_cmd.h"
+#include "base/reply_obj.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <hiredis.h>
 
-#include "script.h"
+#include "cmd/script.h"
 
 /* Feature bits: what a node was found to support. */
 #define NATIVE_DELIFEQ  0x01u   /* DELIFEQ key value */

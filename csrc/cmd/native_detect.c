@@ -2,15 +2,15 @@
  * native_detect.c: the detection requests of a handshake and what their
  * replies mean (see native_detect.h).
  */
-#include "native_detect.h"
+#include "cmd/native_detect.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
-#include "conn.h"
-#include "native_cmd.h"
-#include "slot.h"
+#include "net/conn.h"
+#include "cmd/native_cmd.h"
+#include "base/slot.h"
 
 /* The commands COMMAND INFO asks about, in the order of its reply. */
 static const struct {

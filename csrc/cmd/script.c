@@ -8,7 +8,7 @@
  * is dropped. This file holds the scripts and finds them; script_load.c
  * builds the requests, and recovery.c says what a NOSCRIPT asks for.
  */
-#include "script.h"
+#include "cmd/script.h"
 
 #include <stdio.h>
 #include <stdint.h>

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "conn.h"
+#include "net/conn.h"
 
 /* Most arguments (keys + argv) any script call takes. */
 #define SCRIPT_MAX_ARGS 32

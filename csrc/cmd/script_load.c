@@ -12,7 +12,7 @@
  * node that refuses SCRIPT LOAD (an ACL, a renamed command) costs nothing
  * but the refusal, once per connection (conn_note_dropped).
  */
-#include "script.h"
+#include "cmd/script.h"
 
 #include <stdio.h>
 

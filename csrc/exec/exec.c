@@ -1,15 +1,15 @@
 /*
  * exec.c: one request's rules as a state machine (see exec.h).
  */
-#include "exec.h"
+#include "exec/exec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "deadline.h"
-#include "monotime.h"
-#include "native_cmd.h"
+#include "base/deadline.h"
+#include "base/monotime.h"
+#include "cmd/native_cmd.h"
 
 void exec_init(exec_req *x, const script_def *s, int argc, const char *const *argv, const size_t *lens,
                const char *key, size_t klen, int mode, unsigned flags, long timeout_ms, int64_t until_us) {

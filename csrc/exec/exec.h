@@ -39,9 +39,9 @@
 #include <stdint.h>
 #include <hiredis.h>
 
-#include "exec_conn.h"
-#include "recovery.h"
-#include "script.h"
+#include "exec/exec_conn.h"
+#include "exec/recovery.h"
+#include "cmd/script.h"
 
 #define EXEC_MAX_TRIES 8        /* redirects and refreshes per request */
 #define EXEC_MAX_WAITS 200      /* pauses when nothing bounds the call (~20 s) */

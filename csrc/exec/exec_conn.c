@@ -3,13 +3,13 @@
  * (see exec_conn.h).
  */
 #define _GNU_SOURCE
-#include "exec_conn.h"
+#include "exec/exec_conn.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "monotime.h"
+#include "base/monotime.h"
 
 exec_conn *exec_conn_new(const conn_config *cfg, const exec_opts *opts) {
     exec_conn *x = calloc(1, sizeof *x);

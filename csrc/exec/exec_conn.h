@@ -20,9 +20,9 @@
 #include <stdint.h>
 #include <hiredis.h>
 
-#include "conn.h"
-#include "native_detect.h"
-#include "script.h"
+#include "net/conn.h"
+#include "cmd/native_detect.h"
+#include "cmd/script.h"
 
 /* How connections to data nodes are to learn of native commands (the
  * client's settings, kept by its topology). */

@@ -2,12 +2,12 @@
  * recovery.c: the classes of refusals and failures, and what to do about
  * each in each topology mode (see recovery.h).
  */
-#include "recovery.h"
+#include "exec/recovery.h"
 
 #include <string.h>
 
-#include "conn.h"
-#include "topo_mode.h"
+#include "net/conn.h"
+#include "exec/topo_mode.h"
 
 #define R RECOVERY_RETRY
 #define RS RECOVERY_RESOLVE

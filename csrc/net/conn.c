@@ -12,8 +12,8 @@
  * steps.
  */
 #define _GNU_SOURCE
-#include "proc_id.h"
-#include "conn.h"
+#include "base/proc_id.h"
+#include "net/conn.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -21,8 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "conn_internal.h"
-#include "secret.h"
+#include "net/conn_internal.h"
+#include "base/secret.h"
 
 /* ---- config ---------------------------------------------------------------- */
 

@@ -33,10 +33,10 @@
 #include <sys/types.h>
 #include <hiredis.h>
 
-#include "counters.h"
-#include "resp.h"
-#include "sock.h"
-#include "tls.h"
+#include "net/counters.h"
+#include "base/resp.h"
+#include "net/sock.h"
+#include "net/tls.h"
 
 #define CONN_ERRSTR_LEN 200
 

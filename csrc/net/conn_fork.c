@@ -4,12 +4,12 @@
  * them.
  */
 #define _GNU_SOURCE
-#include "conn.h"
+#include "net/conn.h"
 
 #include <pthread.h>
 #include <unistd.h>
 
-#include "conn_internal.h"
+#include "net/conn_internal.h"
 
 static pthread_mutex_t conn_reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static conn *conn_reg_head;

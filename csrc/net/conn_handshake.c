@@ -6,13 +6,13 @@
  * conn is indistinguishable from the first one.
  */
 #define _GNU_SOURCE
-#include "conn.h"
+#include "net/conn.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "counters.h"
-#include "conn_internal.h"
+#include "net/counters.h"
+#include "net/conn_internal.h"
 
 enum { HS_AUTH = 1, HS_SELECT, HS_PING, HS_INFO, HS_HOOK };   /* HS_HOOK + i: the hook's i-th */
 

@@ -7,7 +7,7 @@
 #define REDISLOCK_CONN_INTERNAL_H
 
 #include <sys/types.h>
-#include "conn.h"
+#include "net/conn.h"
 
 /* What one receive reads at most (the stack buffer of conn_fill and of
  * conn_wait.c's blocking receive). */

@@ -6,7 +6,7 @@
  * which these steps build on; conn_wait.c waits on them.
  */
 #define _GNU_SOURCE
-#include "conn.h"
+#include "net/conn.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -16,10 +16,10 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "proc_id.h"
-#include "monotime.h"
-#include "reply_fast.h"
-#include "conn_internal.h"
+#include "base/proc_id.h"
+#include "base/monotime.h"
+#include "net/reply_fast.h"
+#include "net/conn_internal.h"
 
 /* ---- non-blocking steps ----------------------------------------------------- */
 

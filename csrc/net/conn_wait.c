@@ -6,7 +6,7 @@
  * The non-blocking steps these are built on live in conn.c.
  */
 #define _GNU_SOURCE
-#include "conn.h"
+#include "net/conn.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -14,11 +14,11 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "conn_internal.h"
-#include "deadline.h"
-#include "monotime.h"
-#include "proc_id.h"
-#include "resolve.h"
+#include "net/conn_internal.h"
+#include "base/deadline.h"
+#include "base/monotime.h"
+#include "base/proc_id.h"
+#include "net/resolve.h"
 
 int64_t conn_deadline(const conn *c) {
     return deadline_in_ms(c->cfg.timeout_ms);

@@ -1,7 +1,7 @@
 /* counters.c: a connection's counts for its owner (see counters.h). */
-#include "counters.h"
+#include "net/counters.h"
 
-#include "conn.h"
+#include "net/conn.h"
 
 void conn_note_up(conn *c) {
     unsigned attempts = c->attempts;

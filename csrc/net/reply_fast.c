@@ -1,9 +1,9 @@
 /* reply_fast.c: see reply_fast.h. */
-#include "reply_fast.h"
+#include "net/reply_fast.h"
 
 #include <string.h>
 
-#include "reply_obj.h"
+#include "base/reply_obj.h"
 
 /* The line at p[0..n) up to CRLF: its length without the CRLF, or -1 when
  * it is not whole or has a CR of its own. */

@@ -6,7 +6,7 @@
  * a caller that gave up never waits for, and never leaks, the lookup.
  */
 #define _GNU_SOURCE
-#include "resolve.h"
+#include "net/resolve.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "deadline.h"
+#include "base/deadline.h"
 
 typedef struct resolve_job {
     pthread_mutex_t mu;

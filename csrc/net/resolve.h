@@ -16,7 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "sock.h"
+#include "net/sock.h"
 
 /* Resolves host:port into out before deadline. 0, or -1 with a message in
  * err ("cannot resolve NAME: ...", "resolving NAME timed out"). */

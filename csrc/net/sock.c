@@ -2,7 +2,7 @@
  * sock.c: sockets with deadlines (see sock.h).
  */
 #define _GNU_SOURCE
-#include "sock.h"
+#include "net/sock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,8 +16,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "deadline.h"
-#include "intr.h"
+#include "base/deadline.h"
+#include "base/intr.h"
 
 int sock_numeric(const char *host, int port, sock_addrs *out) {
     struct sockaddr_in *v4 = (struct sockaddr_in *)&out->a[0].ss;

@@ -11,7 +11,7 @@
  * TLS added to a lock cycle.
  */
 #define _GNU_SOURCE
-#include "tls.h"
+#include "net/tls.h"
 
 #include <stdio.h>
 #include <stdlib.h>

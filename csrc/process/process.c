@@ -16,8 +16,8 @@
  * a pipe's write end, inherited by each of them, is closed.
  */
 #define _GNU_SOURCE
-#include "process.h"
-#include "process_common.h"
+#include "process/process.h"
+#include "process/process_common.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "lauxlib.h"
-#include "compat.h"
+#include "binding/compat.h"
 
 /* core.fork() -> pid (parent), 0 (child) | nil, err */
 static int global_fork(lua_State *L) {

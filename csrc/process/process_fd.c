@@ -6,7 +6,7 @@
  * subreaper, so orphans stay in its tree).
  */
 #define _GNU_SOURCE
-#include "process_common.h"
+#include "process/process_common.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "lauxlib.h"
-#include "compat.h"
+#include "binding/compat.h"
 
 /* poll(2) for input on fds[0..n) for up to t seconds (clamped to a day, so
  * the millisecond count fits an int). Returns a bit per readable fd. */

@@ -23,7 +23,7 @@
  * job's REDISLOCK_FD) or a Redis connection open.
  */
 #define _GNU_SOURCE
-#include "process_common.h"
+#include "process/process_common.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 #include "lauxlib.h"
-#include "compat.h"
+#include "binding/compat.h"
 
 /* Closes every fd, without malloc (close_range, else one by one). */
 static void leader_close_all(void) {

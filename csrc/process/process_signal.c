@@ -5,7 +5,7 @@
  * signals are blocked and read as data instead).
  */
 #define _GNU_SOURCE
-#include "process_common.h"
+#include "process/process_common.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "lauxlib.h"
-#include "compat.h"
+#include "binding/compat.h"
 
 static const struct { const char *name; int sig; } process_signals[] = {
     {"HUP", SIGHUP}, {"INT", SIGINT}, {"QUIT", SIGQUIT}, {"KILL", SIGKILL},

@@ -2,15 +2,15 @@
  * cluster.c: CLUSTER SLOTS into a slot map (see cluster.h).
  */
 #define _GNU_SOURCE
-#include "cluster.h"
+#include "topo/cluster.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "deadline.h"
-#include "monotime.h"
-#include "slot.h"
+#include "base/deadline.h"
+#include "base/monotime.h"
+#include "base/slot.h"
 
 #define CLUSTER_TRY_MS 1000
 

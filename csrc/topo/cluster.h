@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <hiredis.h>
 
-#include "topo_node.h"
+#include "topo/topo_node.h"
 
 /* Loads the slot map into a snapshot before deadline, asking first the
  * nodes of cur (the topology's current snapshot, held by the caller; NULL:

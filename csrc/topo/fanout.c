@@ -3,8 +3,8 @@
  * driver of exec.h's machine, one request per master.
  */
 #define _GNU_SOURCE
-#include "proc_id.h"
-#include "fanout.h"
+#include "base/proc_id.h"
+#include "topo/fanout.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "deadline.h"
-#include "intr.h"
-#include "monotime.h"
+#include "base/deadline.h"
+#include "base/intr.h"
+#include "base/monotime.h"
 
 /* One master's request. EXEC_EVAL_FIRST: the script goes as EVAL (after a
  * SCRIPT LOAD) on a connection where it has not run yet. Why: the caller

@@ -19,8 +19,8 @@
 #include <stdint.h>
 #include <hiredis.h>
 
-#include "router.h"
-#include "script.h"
+#include "topo/router.h"
+#include "cmd/script.h"
 
 typedef struct fanout_result {
     redisReply *reply;          /* the answer (error replies included), or NULL */

@@ -16,14 +16,14 @@
  * everything that needs a topology refresh, a Sentinel or a redirect goes
  * through route_run (router.c).
  */
-#include "router.h"
+#include "topo/router.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "deadline.h"
-#include "proc_id.h"
-#include "recovery.h"
+#include "base/deadline.h"
+#include "base/proc_id.h"
+#include "exec/recovery.h"
 
 /* What a refusal (of either request) asks for, as route_run would do it: a
  * new connection (READONLY: the node is a replica now), the map looked up

@@ -3,15 +3,15 @@
  * request on the right node (see router.h).
  */
 #define _GNU_SOURCE
-#include "router.h"
+#include "topo/router.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "deadline.h"
-#include "monotime.h"
+#include "base/deadline.h"
+#include "base/monotime.h"
 
 router *router_new(topo *t, int may_resolve) {
     router *r = calloc(1, sizeof *r);

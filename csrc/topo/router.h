@@ -28,11 +28,11 @@
 #include <stdint.h>
 #include <hiredis.h>
 
-#include "conn.h"
-#include "exec.h"
-#include "exec_conn.h"
-#include "script.h"
-#include "topo.h"
+#include "net/conn.h"
+#include "exec/exec.h"
+#include "exec/exec_conn.h"
+#include "cmd/script.h"
+#include "topo/topo.h"
 
 typedef struct router {
     topo *t;                /* a reference */

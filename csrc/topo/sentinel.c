@@ -2,7 +2,7 @@
  * sentinel.c: the master's address from the sentinels (see sentinel.h).
  */
 #define _GNU_SOURCE
-#include "sentinel.h"
+#include "topo/sentinel.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -11,9 +11,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "deadline.h"
-#include "monotime.h"
-#include "proc_id.h"
+#include "base/deadline.h"
+#include "base/monotime.h"
+#include "base/proc_id.h"
 
 #define SENTINEL_TRY_MS 1000     /* each sentinel gets at most this long */
 #define SENTINEL_PAUSE_MS 100    /* before asking again after a doubt */
@@ -407,23 +407,47 @@ static void ask_pump(const topo_src *src, sentinel_ask *a, short rev) {
     if (a->state == ASK_PENDING && c->fd >= 0 && conn_flush_some(c) < 0) ask_unreachable(a, c->errstr);
 }
 
-/* The pass's tally so far. */
+/* What the sentinels said so far, counted (while a pass waits, and for
+ * its verdict). */
 typedef struct sentinel_tally {
-    int pending, answered, unknown, views, failover;
+    sentinel_view best;         /* the master named with the highest epoch */
+    int have, pending, answered, unknown, views, failover, conflict;
+    int eligible, followers, known;   /* the most any naming best says (-1: none) */
+    char last[CONN_ERRSTR_LEN]; /* the last failure, for messages */
 } sentinel_tally;
 
-static void ask_tally(const sentinel_ask *asks, int n, sentinel_tally *t) {
+static void sentinel_tally_of(const sentinel_ask *asks, int n, sentinel_tally *t) {
     int i;
     memset(t, 0, sizeof *t);
+    t->eligible = t->followers = t->known = -1;
+    snprintf(t->last, sizeof t->last, "no sentinel given");
     for (i = 0; i < n; i++) {
-        if (asks[i].state == ASK_PENDING) t->pending++;
-        if (asks[i].state < ASK_VIEW) continue;
+        const sentinel_ask *a = &asks[i];
+        if (a->state == ASK_UNREACHABLE || a->state == ASK_ERROR) snprintf(t->last, sizeof t->last, "%s", a->err);
+        if (a->state == ASK_PENDING) t->pending++;
+        if (a->state < ASK_VIEW) continue;
         t->answered++;
-        if (asks[i].state == ASK_UNKNOWN) t->unknown++;
-        if (asks[i].state == ASK_VIEW) {
-            t->views++;
-            t->failover |= asks[i].v.failover;
+        if (a->state == ASK_UNKNOWN) t->unknown++;
+        if (a->state != ASK_VIEW) continue;
+        t->views++;
+        t->failover |= a->v.failover;
+        if (!t->have || a->v.epoch > t->best.epoch) {
+            t->best = a->v;
+            t->have = 1;
+            t->conflict = 0;
+        } else if (a->v.epoch == t->best.epoch && (a->v.port != t->best.port || strcmp(a->v.host, t->best.host) != 0)) {
+            t->conflict = 1;
         }
+    }
+    /* the most replicas any sentinel naming that master says could be
+     * promoted, follow it, or are known: one sentinel's view may lag (a
+     * replica it has not found yet, one it does not hear for a moment) */
+    for (i = 0; t->have && i < n; i++) {
+        const sentinel_view *v = &asks[i].v;
+        if (asks[i].state != ASK_VIEW || v->port != t->best.port || strcmp(v->host, t->best.host) != 0) continue;
+        if (v->eligible > t->eligible) t->eligible = v->eligible;
+        if (v->followers > t->followers) t->followers = v->followers;
+        if (v->replicas > t->known) t->known = v->replicas;
     }
 }
 
@@ -443,7 +467,7 @@ static void sentinel_ask_all(const topo_src *src, sentinel_pool *pool, int may_r
         sentinel_tally t;
         int64_t now = monotime_us(), until = deadline;
         int m = 0, timeout_ms;
-        ask_tally(asks, n, &t);
+        sentinel_tally_of(asks, n, &t);
         if (t.pending == 0 || t.failover || deadline_passed(deadline)) break;
         if (t.views >= n / 2 + 1) {
             if (majority_at == 0) majority_at = now;
@@ -489,84 +513,63 @@ static void sentinel_oom(char *err, size_t errlen, const char **kind) {
     *kind = "memory";
 }
 
-int sentinel_pass(const topo_src *src, sentinel_pool *pool, int may_resolve, int64_t deadline, topo_snap **out,
-                  char *err, size_t errlen, const char **kind) {
-    sentinel_ask asks[SENTINEL_MAX];
-    sentinel_view best;
-    char last[CONN_ERRSTR_LEN] = "no sentinel given";
-    char where[160];
-    int i, n, answered = 0, unknown = 0, views = 0, failover = 0, conflict = 0, have = 0, confirmed, connected = 0;
-    int eligible = -1, followers = -1, known = -1;
-    topo_snap *snap;
-    n = src->nseeds;   /* (fixed once the topology is set up) */
-    if (n > SENTINEL_MAX) n = SENTINEL_MAX;
-    memset(&best, 0, sizeof best);
-    sentinel_ask_all(src, pool, may_resolve, deadline, asks, n);
-    for (i = 0; i < n; i++) {
-        const sentinel_ask *a = &asks[i];
-        if (a->state == ASK_UNREACHABLE || a->state == ASK_ERROR) snprintf(last, sizeof last, "%s", a->err);
-        if (a->state == ASK_UNREACHABLE) continue;
-        answered++;
-        if (a->state == ASK_UNKNOWN) unknown++;
-        if (a->state != ASK_VIEW) continue;
-        views++;
-        failover |= a->v.failover;
-        if (!have || a->v.epoch > best.epoch) {
-            best = a->v;
-            have = 1;
-            conflict = 0;
-        } else if (a->v.epoch == best.epoch && (a->v.port != best.port || strcmp(a->v.host, best.host) != 0)) {
-            conflict = 1;
-        }
-    }
-    /* the most replicas any sentinel naming that master says could be
-     * promoted, follow it, or are known: one sentinel's view may lag (a
-     * replica it has not found yet, one it does not hear for a moment) */
-    for (i = 0; have && i < n; i++) {
-        const sentinel_view *v = &asks[i].v;
-        if (asks[i].state != ASK_VIEW || v->port != best.port || strcmp(v->host, best.host) != 0) continue;
-        if (v->eligible > eligible) eligible = v->eligible;
-        if (v->followers > followers) followers = v->followers;
-        if (v->replicas > known) known = v->replicas;
-    }
+/* Whether the tally of n sentinels names a master to confirm: SENTINEL_OK,
+ * else SENTINEL_DOUBT or SENTINEL_FAIL with err and kind. */
+static int sentinel_verdict(const topo_src *src, const sentinel_tally *t, int n, char *err, size_t errlen,
+                            const char **kind) {
     *kind = "connection";
-    if (failover) {
+    if (t->failover) {
         /* (whatever the others said: the one running it knows best) */
         snprintf(err, errlen, "failover in progress: %.80s", src->master);
         return SENTINEL_DOUBT;
     }
-    if (answered == 0) {
-        snprintf(err, errlen, "no sentinel reachable (last: %.150s)", last);
+    if (t->answered == 0) {
+        snprintf(err, errlen, "no sentinel reachable (last: %.150s)", t->last);
         return SENTINEL_FAIL;
     }
-    if (!have && unknown == answered) {
+    if (!t->have && t->unknown == t->answered) {
         snprintf(err, errlen, "master name unknown: %.80s (the sentinels answered, none knows it)", src->master);
         *kind = "redis";
         return SENTINEL_FAIL;
     }
-    if (!have) {
-        snprintf(err, errlen, "%.190s", last);
+    if (!t->have) {
+        snprintf(err, errlen, "%.190s", t->last);
         *kind = "redis";
         return SENTINEL_FAIL;
     }
-    if (views < n / 2 + 1) {
+    if (t->views < n / 2 + 1) {
         /* (a sentinel that does not know the name, or refused us, is no vote) */
-        snprintf(err, errlen, "no sentinel majority: %d of %d named a master (last: %.120s)", views, n, last);
+        snprintf(err, errlen, "no sentinel majority: %d of %d named a master (last: %.120s)", t->views, n, t->last);
         return SENTINEL_FAIL;
     }
-    if (conflict) {
+    if (t->conflict) {
         snprintf(err, errlen, "sentinels disagree on master: %.80s", src->master);
         return SENTINEL_DOUBT;
     }
+    return SENTINEL_OK;
+}
+
+int sentinel_pass(const topo_src *src, sentinel_pool *pool, int may_resolve, int64_t deadline, topo_snap **out,
+                  char *err, size_t errlen, const char **kind) {
+    sentinel_ask asks[SENTINEL_MAX];
+    sentinel_tally t;
+    char where[160];
+    int n, rc, confirmed, connected = 0, followers, eligible;
+    topo_snap *snap;
+    n = src->nseeds;   /* (fixed once the topology is set up) */
+    if (n > SENTINEL_MAX) n = SENTINEL_MAX;
+    sentinel_ask_all(src, pool, may_resolve, deadline, asks, n);
+    sentinel_tally_of(asks, n, &t);
+    if ((rc = sentinel_verdict(src, &t, n, err, errlen, kind)) != SENTINEL_OK) return rc;
     snap = topo_snap_new(1, 0);
-    if (snap == NULL || (snap->nodes[0].host = strdup(best.host)) == NULL) {
+    if (snap == NULL || (snap->nodes[0].host = strdup(t.best.host)) == NULL) {
         topo_snap_free(snap);
         sentinel_oom(err, errlen, kind);
         return SENTINEL_FAIL;
     }
-    snap->nodes[0].port = best.port;
-    snap->config_epoch = best.epoch;
-    confirmed = sentinel_confirm(src, pool, &snap->nodes[0], may_resolve, deadline, &connected, last, sizeof last);
+    snap->nodes[0].port = t.best.port;
+    snap->config_epoch = t.best.epoch;
+    confirmed = sentinel_confirm(src, pool, &snap->nodes[0], may_resolve, deadline, &connected, t.last, sizeof t.last);
     if (confirmed == 1) {
         /* A failover could put a replica in its place once one follows it
          * (it says so to the sentinels, or the master lists it): then
@@ -574,8 +577,8 @@ int sentinel_pass(const topo_src *src, sentinel_pool *pool, int may_resolve, int
          * (wd_ack.c says why all of them), num-slaves when they did not
          * list them; the topology keeps counting them once it has seen
          * one follow (topo_publish) */
-        if (connected > followers) followers = connected;
-        if (eligible < 0) eligible = known;   /* (not listed: num-slaves) */
+        followers = connected > t.followers ? connected : t.followers;
+        eligible = t.eligible < 0 ? t.known : t.eligible;   /* (not listed: num-slaves) */
         snap->nodes[0].replicas = followers <= 0 ? 0 : eligible > followers ? eligible : followers;
         /* (what keeps a nonzero count, topo_publish: a replica the
          * sentinels could promote, not merely one they list: the only
@@ -585,8 +588,8 @@ int sentinel_pass(const topo_src *src, sentinel_pool *pool, int may_resolve, int
         return SENTINEL_OK;
     }
     topo_node_describe(&snap->nodes[0], where, sizeof where);
-    snprintf(err, errlen, "master not confirmed at %.60s: %.100s", where, last);
-    *kind = strstr(last, "timed out") ? "timeout" : "connection";
+    snprintf(err, errlen, "master not confirmed at %.60s: %.100s", where, t.last);
+    *kind = strstr(t.last, "timed out") ? "timeout" : "connection";
     topo_snap_free(snap);
     return SENTINEL_DOUBT;
 }

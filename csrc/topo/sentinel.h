@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "topo_node.h"
+#include "topo/topo_node.h"
 
 enum sentinel_verdict {
     SENTINEL_OK = 0,     /* *out is the confirmed master */

@@ -3,7 +3,7 @@
  * sentinel_watch.h).
  */
 #define _GNU_SOURCE
-#include "sentinel_watch.h"
+#include "topo/sentinel_watch.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -13,10 +13,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "deadline.h"
-#include "monotime.h"
-#include "proc_id.h"
-#include "sentinel.h"
+#include "base/deadline.h"
+#include "base/monotime.h"
+#include "base/proc_id.h"
+#include "topo/sentinel.h"
 
 #define SW_INTERVAL_MS 1000     /* ask the sentinels at least this often */
 #define SW_DOUBT_MS 100         /* ... and this often while in doubt */

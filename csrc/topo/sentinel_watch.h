@@ -34,8 +34,8 @@
 
 #include <stdint.h>
 
-#include "sentinel.h"
-#include "topo_node.h"
+#include "topo/sentinel.h"
+#include "topo/topo_node.h"
 
 typedef struct sentinel_watch sentinel_watch;
 

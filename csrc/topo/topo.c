@@ -6,18 +6,18 @@
  * of the topology (topo_src, sentinel_watch_owner).
  */
 #define _GNU_SOURCE
-#include "topo.h"
+#include "topo/topo.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster.h"
-#include "deadline.h"
-#include "secret.h"
-#include "sentinel.h"
-#include "sentinel_watch.h"
-#include "slot.h"
+#include "topo/cluster.h"
+#include "base/deadline.h"
+#include "base/secret.h"
+#include "topo/sentinel.h"
+#include "topo/sentinel_watch.h"
+#include "base/slot.h"
 
 /* ---- nodes ----------------------------------------------------------------- */
 

@@ -27,10 +27,10 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "conn.h"
-#include "exec_conn.h"
-#include "topo_mode.h"
-#include "topo_node.h"
+#include "net/conn.h"
+#include "exec/exec_conn.h"
+#include "exec/topo_mode.h"
+#include "topo/topo_node.h"
 
 
 typedef struct topo {

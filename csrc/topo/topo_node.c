@@ -2,16 +2,16 @@
  * topo_node.c: a topology's nodes and snapshots (see topo_node.h).
  */
 #define _GNU_SOURCE
-#include "topo_node.h"
+#include "topo/topo_node.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "monotime.h"
-#include "resolve.h"
-#include "secret.h"
-#include "slot.h"
+#include "base/monotime.h"
+#include "net/resolve.h"
+#include "base/secret.h"
+#include "base/slot.h"
 
 /* ---- nodes ----------------------------------------------------------------- */
 

@@ -15,8 +15,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "conn.h"
-#include "sock.h"
+#include "net/conn.h"
+#include "net/sock.h"
 
 #define TOPO_NO_NODE 0xffff
 #define TOPO_MAX_NODES 1024

@@ -5,8 +5,8 @@
  * means), on_event's events in wd_events.c, fork handling in wd_fork.c.
  */
 #define _GNU_SOURCE
-#include "proc_id.h"
-#include "wd_internal.h"
+#include "base/proc_id.h"
+#include "watchdog/wd_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,10 +15,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "monotime.h"
-#include "native_detect.h"
-#include "script.h"
-#include "slot.h"
+#include "base/monotime.h"
+#include "cmd/native_detect.h"
+#include "cmd/script.h"
+#include "base/slot.h"
 
 /* The topology changed (a new master, a doubt cast or lifted): the thread
  * looks at once. Called under the topology's mutex, from any thread. */
@@ -208,36 +208,26 @@ static int wd_check_path(wd *w, const char *key, size_t klen, char *errbuf, size
     return 0;
 }
 
-int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t toklen,
-             int64_t ttl_ms, int64_t lease_end_ms, int64_t hold_until_ms,
-             const struct script_def *renew, uint64_t *id, char *errbuf, size_t errlen) {
-    wd_entry *e;
-    int64_t now;
-    if (toklen >= WD_TOKEN_MAX) {
-        snprintf(errbuf, errlen, "token too long");
-        return -1;
-    }
+/* Whether w may watch a lock now (not closed; its eventfds made). 0, or
+ * -1 with errbuf. */
+static int wd_watch_check(wd *w, char *errbuf, size_t errlen) {
+    const char *why = NULL;
     pthread_mutex_lock(&w->mu);
     wd_adopt_after_fork(w);
-    if (w->stopped) {
-        pthread_mutex_unlock(&w->mu);
-        snprintf(errbuf, errlen, "client closed");
-        return -1;
-    }
-    if (w->wake_fd < 0 || w->losses.efd < 0) {
-        pthread_mutex_unlock(&w->mu);
-        snprintf(errbuf, errlen, "cannot make an eventfd: %s", strerror(EMFILE));
-        return -1;
-    }
+    if (w->stopped) why = "client closed";
+    else if (w->wake_fd < 0 || w->losses.efd < 0) why = "cannot make an eventfd: Too many open files";
     pthread_mutex_unlock(&w->mu);
-    if (wd_check_path(w, key, klen, errbuf, errlen) != 0) return -1;
+    if (why == NULL) return 0;
+    snprintf(errbuf, errlen, "%s", why);
+    return -1;
+}
 
-    /* one block: the entry, then its key */
-    e = calloc(1, sizeof *e + (klen ? klen : 1));
-    if (e == NULL) {
-        snprintf(errbuf, errlen, "out of memory");
-        return -1;
-    }
+/* A new entry for a held lock (one block: the entry, then its key), or NULL. */
+static wd_entry *wd_entry_new(const wd *w, const char *key, size_t klen, const char *token, size_t toklen,
+                              int64_t ttl_ms, int64_t lease_end_ms) {
+    int64_t now, by_ttl, by_lease;
+    wd_entry *e = calloc(1, sizeof *e + (klen ? klen : 1));
+    if (e == NULL) return NULL;
     e->key = (char *)(e + 1);
     memcpy(e->key, key, klen);
     e->klen = klen;
@@ -248,41 +238,57 @@ int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t tokl
     /* Renew at a third of the ttl, or sooner when the lease we start from
      * is shorter than the ttl (a lock handed over with a short lease). */
     now = monotime_ms();
-    {
-        int64_t by_ttl = now + ttl_ms / 3, by_lease = now + (lease_end_ms - now) / 3;
-        e->next_at = by_lease < by_ttl ? by_lease : by_ttl;
-        e->slack = (e->next_at - now) / 2;
-    }
-    e->hold_until = hold_until_ms;
+    by_ttl = now + ttl_ms / 3;
+    by_lease = now + (lease_end_ms - now) / 3;
+    e->next_at = by_lease < by_ttl ? by_lease : by_ttl;
+    e->slack = (e->next_at - now) / 2;
     e->pid = proc_id();
     e->state = WD_HELD;
     e->heap_pos = -1;
     e->slot = w->t->mode == TOPO_CLUSTER ? slot_of(key, klen) : -1;
-    e->renew = renew;
+    return e;
+}
 
+/* Room for everything one more lock may need later, so that nothing after
+ * it is watched (a renewal, a loss report) can fail for lack of memory.
+ * Under w->mu. 0, or -1. */
+static int wd_reserve_one(wd *w) {
+    int i;
+    if (wd_idmap_reserve(&w->ids) != 0 || wd_heap_reserve(&w->heap, w->nentries + 1) != 0 ||
+        wd_losses_reserve(&w->losses, w->nentries + 1) != 0)
+        return -1;
+    for (i = 0; i < w->nlinks; i++)
+        /* each lock: its renewal and an ASKING; a SCRIPT LOAD of each of
+         * the 3 renewal scripts (wd_link_queue); two WAITs (wd_ack.c) */
+        if (wd_link_reserve(&w->links[i], (w->nentries + 1) * 2 + 5) != 0) return -1;
+    return 0;
+}
+
+int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t toklen,
+             int64_t ttl_ms, int64_t lease_end_ms, int64_t hold_until_ms,
+             const struct script_def *renew, uint64_t *id, char *errbuf, size_t errlen) {
+    wd_entry *e;
+    if (toklen >= WD_TOKEN_MAX) {
+        snprintf(errbuf, errlen, "token too long");
+        return -1;
+    }
+    if (wd_watch_check(w, errbuf, errlen) != 0 || wd_check_path(w, key, klen, errbuf, errlen) != 0) return -1;
+    e = wd_entry_new(w, key, klen, token, toklen, ttl_ms, lease_end_ms);
+    if (e == NULL) {
+        snprintf(errbuf, errlen, "out of memory");
+        return -1;
+    }
+    e->hold_until = hold_until_ms;
+    e->renew = renew;
     pthread_mutex_lock(&w->mu);
     e->id = wd_ids_next();
     if (e->id == 0) {
         snprintf(errbuf, errlen, "out of lock ids");
         goto fail;
     }
-    /* Room for everything this lock may need later, so that nothing after
-     * this point (a renewal, a loss report) can fail for lack of memory. */
-    if (wd_idmap_reserve(&w->ids) != 0 || wd_heap_reserve(&w->heap, w->nentries + 1) != 0 ||
-        wd_losses_reserve(&w->losses, w->nentries + 1) != 0) {
+    if (wd_reserve_one(w) != 0) {
         snprintf(errbuf, errlen, "out of memory");
         goto fail;
-    }
-    {
-        int i;
-        for (i = 0; i < w->nlinks; i++)
-            /* each lock: its renewal and an ASKING; a SCRIPT LOAD of
-             * each of the 3 renewal scripts (wd_link_queue); two WAITs
-             * (wd_ack.c) */
-            if (wd_link_reserve(&w->links[i], (w->nentries + 1) * 2 + 5) != 0) {
-                snprintf(errbuf, errlen, "out of memory");
-                goto fail;
-            }
     }
     if (w->stopped) {
         snprintf(errbuf, errlen, "client closed");

@@ -9,9 +9,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "conn.h"
-#include "evq.h"
-#include "topo.h"
+#include "net/conn.h"
+#include "base/evq.h"
+#include "topo/topo.h"
 
 typedef struct wd wd;
 struct script_def;

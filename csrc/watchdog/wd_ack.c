@@ -35,7 +35,7 @@
  * replica cannot be failed over to anything: nothing is waited for there
  * (and nothing is promised beyond that master's life).
  */
-#include "wd_internal.h"
+#include "watchdog/wd_internal.h"
 
 #include <stdlib.h>
 

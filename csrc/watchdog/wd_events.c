@@ -8,7 +8,7 @@
  * nothing. (wd_events_enable and wd_take_events, the Lua side's calls,
  * are in watchdog.c with the rest of its API.)
  */
-#include "wd_internal.h"
+#include "watchdog/wd_internal.h"
 
 /* A handshake of one of the watchdog's conns completed after an earlier
  * one: in the thread, with w->mu held (counters.h says why). */

@@ -10,7 +10,7 @@
  * registered by the parent are never renewed or reported by the child
  * (their pid differs).
  */
-#include "wd_internal.h"
+#include "watchdog/wd_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

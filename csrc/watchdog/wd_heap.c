@@ -4,7 +4,7 @@
  * moved, so a pass over 10,000 due renewals does not miss the cache on
  * every sibling it compares (next_at never changes while an entry is in
  * the heap: it is removed, changed and pushed again). */
-#include "wd_heap.h"
+#include "watchdog/wd_heap.h"
 
 #include <stdlib.h>
 

@@ -4,7 +4,7 @@
 #define REDISLOCK_WD_HEAP_H
 
 #include <stdint.h>
-#include "wd_entry.h"
+#include "watchdog/wd_entry.h"
 
 typedef struct wd_heap_slot {
     int64_t key;            /* the entry's next_at when it was pushed */

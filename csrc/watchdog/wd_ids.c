@@ -1,7 +1,7 @@
 /*
  * wd_ids.c: the process-wide id counter and the id -> entry map.
  */
-#include "wd_ids.h"
+#include "watchdog/wd_ids.h"
 
 #include <stdlib.h>
 

@@ -11,7 +11,7 @@
 #define REDISLOCK_WD_IDS_H
 
 #include <stdint.h>
-#include "wd_entry.h"
+#include "watchdog/wd_entry.h"
 
 #define WD_ID_LIMIT (((uint64_t)1 << 53) - 1)   /* ids are < this */
 

@@ -16,15 +16,15 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "conn.h"
-#include "exec.h"
-#include "exec_conn.h"
-#include "topo.h"
-#include "watchdog.h"
-#include "wd_entry.h"
-#include "wd_heap.h"
-#include "wd_ids.h"
-#include "wd_loss.h"
+#include "net/conn.h"
+#include "exec/exec.h"
+#include "exec/exec_conn.h"
+#include "topo/topo.h"
+#include "watchdog/watchdog.h"
+#include "watchdog/wd_entry.h"
+#include "watchdog/wd_heap.h"
+#include "watchdog/wd_ids.h"
+#include "watchdog/wd_loss.h"
 
 #define WD_RETRY_MIN_MS 10      /* a failed renewal is retried after ttl/10, at least this */
 #define WD_RENEW_ALL_MS 100     /* at most this often, all at once after a doubt is lifted */

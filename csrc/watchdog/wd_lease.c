@@ -16,11 +16,11 @@
  * successful renewal was queued, minus a drift margin), so we report before
  * another client can be granted the name.
  */
-#include "wd_internal.h"
+#include "watchdog/wd_internal.h"
 
 #include <stdlib.h>
 
-#include "lease.h"
+#include "base/lease.h"
 
 void wd_mark_lost(wd *w, wd_entry *e, int state) {
     if (e->state != WD_HELD) return;

@@ -12,20 +12,20 @@
  * worth waiting on); the other requests are retried on a fresh connection.
  * A connect is bounded by connect_timeout, a reply by timeout.
  */
-#include "wd_internal.h"
-#include "resp.h"
+#include "watchdog/wd_internal.h"
+#include "base/resp.h"
 
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "deadline.h"
-#include "lease.h"
-#include "monotime.h"
-#include "native_cmd.h"
-#include "native_detect.h"
-#include "script.h"
+#include "base/deadline.h"
+#include "base/lease.h"
+#include "base/monotime.h"
+#include "cmd/native_cmd.h"
+#include "cmd/native_detect.h"
+#include "cmd/script.h"
 
 static wd_req *wd_link_at(const wd_link *l, uint32_t i) {
     return &l->q[(l->head + i) % l->cap];

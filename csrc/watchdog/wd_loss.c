@@ -1,6 +1,6 @@
 /* wd_loss.c: the loss queue and its eventfd (see wd_loss.h). */
 #define _GNU_SOURCE
-#include "wd_loss.h"
+#include "watchdog/wd_loss.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -16,11 +16,11 @@
  * links never call up into this file; what this file sends goes down to
  * them (wd_link_open, wd_link_queue).
  */
-#include "wd_internal.h"
+#include "watchdog/wd_internal.h"
 
 #include <string.h>
 
-#include "script.h"
+#include "cmd/script.h"
 
 #define WD_BATCH_MAX 1024       /* renewals queued per pass, to bound the mutex hold */
 

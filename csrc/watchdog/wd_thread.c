@@ -11,8 +11,8 @@
  * ended unanswered, then sleep until the next of those moments.
  */
 #define _GNU_SOURCE
-#include "proc_id.h"
-#include "wd_internal.h"
+#include "base/proc_id.h"
+#include "watchdog/wd_internal.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "monotime.h"
+#include "base/monotime.h"
 
 void wd_wake(wd *w) {
     uint64_t one = 1;

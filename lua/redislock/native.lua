@@ -91,8 +91,9 @@ local function install(client)
     end
     return c_close(self)
   end
-  --- The wait connection, if one was made (for specs).
-  methods.wait_connection = function(self) return waits[self] end
+  -- The wait connection, if one was made: a test hook, only in the
+  -- specs' build of the core (core.testing).
+  if core.testing then methods.wait_connection = function(self) return waits[self] end end
   installed = true
 end
 

@@ -58,7 +58,7 @@ http {
   uwsgi_temp_path %s/tmp;
   scgi_temp_path %s/tmp;
   lua_package_path "%s/lua/?.lua;;";
-  lua_package_cpath "%s/build/luajit/?.so;;";
+  lua_package_cpath "%s/build/luajit/testing/?.so;;";
 ]]):format(dir, dir, M.MODULES, M.MODULES, dir, dir, dir, dir, dir, M.ROOT, M.ROOT) .. http_lines .. "}\n"
 end
 

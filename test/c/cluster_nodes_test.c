@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "cluster.h"
+#include "topo/cluster.h"
 #include "parse_reply.h"
 
 static topo_snap *three_masters(void) {

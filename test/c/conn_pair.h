@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "conn.h"
+#include "net/conn.h"
 
 static inline conn *conn_pair(int flags, int *peer) {
     conn_config cfg;

@@ -34,10 +34,10 @@
 
 #include "check.h"
 #include "conn_pair.h"
-#include "conn.h"
-#include "deadline.h"
-#include "intr.h"
-#include "monotime.h"
+#include "net/conn.h"
+#include "base/deadline.h"
+#include "base/intr.h"
+#include "base/monotime.h"
 
 static conn *pair_conn(int *peer) {
     return conn_pair(SOCK_NONBLOCK | SOCK_CLOEXEC, peer);

@@ -20,11 +20,11 @@
 
 #include "check.h"
 #include "parse_reply.h"
-#include "conn.h"
-#include "native_cmd.h"
-#include "native_detect.h"
-#include "script.h"
-#include "slot.h"
+#include "net/conn.h"
+#include "cmd/native_cmd.h"
+#include "cmd/native_detect.h"
+#include "cmd/script.h"
+#include "base/slot.h"
 
 #define PARSE(lit) parse((lit), sizeof(lit) - 1)
 

@@ -29,10 +29,10 @@
 
 #include "check.h"
 #include "parse_reply.h"
-#include "conn.h"
-#include "recovery.h"
-#include "script.h"
-#include "topo.h"
+#include "net/conn.h"
+#include "exec/recovery.h"
+#include "cmd/script.h"
+#include "topo/topo.h"
 
 #define R RECOVERY_RETRY
 #define RS RECOVERY_RESOLVE

@@ -30,9 +30,9 @@
 
 #include "check.h"
 #include "conn_pair.h"
-#include "exec_conn.h"
-#include "conn.h"
-#include "reply_fast.h"
+#include "exec/exec_conn.h"
+#include "net/conn.h"
+#include "net/reply_fast.h"
 #include "reply_same.h"
 
 /* hiredis' parse of one reply (NULL when it finds none or an error). */

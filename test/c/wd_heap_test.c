@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "wd_heap.h"
+#include "watchdog/wd_heap.h"
 
 #define N 600
 
