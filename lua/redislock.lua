@@ -112,9 +112,11 @@ local function check_hosts(argname, list)
   check_type("connect", argname, list, "table")
   if #list == 0 then argerror("connect", argname, "at least one \"host:port\" expected") end
   for i, h in ipairs(list) do
-    local host = type(h) == "string" and (h:match("^%[([%x:%.]+)%]:%d+$") or h:match("^([^:%[%]]+):%d+$"))
-    if not host or not url.valid_host(host) then
-      argerror("connect", argname, "\"host:port\" expected at [" .. i .. "], got " .. tostring(h))
+    -- (the C core's one parser, core.hostport: the seeds are read by it)
+    local host, port = core.hostport(type(h) == "string" and h or "")
+    if not (host and port) then
+      argerror("connect", argname, "\"host:port\" expected at [" .. i .. "], got " .. tostring(h) ..
+        (host and "" or " (" .. port .. ")"))
     end
   end
 end

@@ -57,6 +57,14 @@ describe("messages that say what is wrong", function()
     assert.matches("in the host list", raised("redis+cluster://127.0.0.1:7000,127.0.0.1:x"))
     -- the password is never shown, whatever part is wrong
     assert.is_nil(raised("redis://:secretpw@127.0.0.1:abc"):find("secretpw", 1, true))
+    -- one parser for URLs, host lists and the C core's seeds (core.hostport)
+    local core = require "redislock.core"
+    assert.same({ "::1", 7000 }, { core.hostport("[::1]:7000") })
+    assert.same({ "redis-1.internal" }, { core.hostport("redis-1.internal") })
+    assert.same({ nil, "an IPv6 address expected inside [ ], got '[::1'" }, { core.hostport("[::1") })
+    local ok, err = pcall(redislock.connect, { cluster = { "127.0.0.1:7000", "127.0.0.1:x" } })
+    assert.is_false(ok)
+    assert.matches("\"host:port\" expected at %[2%], got 127.0.0.1:x %(port must be a number 1%-65535, got 'x'%)", err)
   end)
 
   it("refuses a host that is no name or address before any lookup", function()

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/hostport.h"
 #include "base/intr.h"
 #include "base/proc_id.h"
 #include "lua.h"
@@ -186,6 +187,34 @@ static int global_test_next_id(lua_State *L) {
 }
 #endif
 
+/* core.hostport(s) -> host, port (nil: none given) | nil, err
+ * "host[:port]" or "[v6][:port]" by the one parser (base/hostport.h), for
+ * URLs and connect()'s host lists; err names the part that is wrong. */
+static int global_hostport(lua_State *L) {
+    size_t len, hostlen;
+    const char *s = luaL_checklstring(L, 1, &len), *host;
+    char err[200];
+    int port;
+    if (hostport_parse(s, len, &host, &hostlen, &port, err, sizeof err) != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, err);
+        return 2;
+    }
+    lua_pushlstring(L, host, hostlen);
+    if (port == 0) lua_pushnil(L);
+    else lua_pushinteger(L, port);
+    return 2;
+}
+
+/* core.valid_host(host) -> whether it is a name or an address we may look
+ * up (base/hostport.h); false for anything but a string. */
+static int global_valid_host(lua_State *L) {
+    size_t len;
+    const char *host = lua_type(L, 1) == LUA_TSTRING ? lua_tolstring(L, 1, &len) : NULL;
+    lua_pushboolean(L, host != NULL && hostport_valid_host(host, len));
+    return 1;
+}
+
 /* Pushes core.scripts: { name = { source = ..., sha = ..., keys = n } }.
  * The very bytes and SHA the C side sends, so Lua code and specs can check
  * them against SCRIPT LOAD. */
@@ -220,6 +249,8 @@ static const luaL_Reg core_functions[] = {
     {"recovery_failure", global_recovery_failure},
     {"recovery_pause", global_recovery_pause},
     {"recorder", hist_global_recorder},
+    {"hostport", global_hostport},
+    {"valid_host", global_valid_host},
 #ifdef REDISLOCK_TESTING
     /* the test hooks: only in the specs' build (Makefile TESTING_SRCS) */
     {"hist_bucket", hist_global_bucket},

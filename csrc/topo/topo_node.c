@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hostport.h"
 #include "base/monotime.h"
 #include "net/resolve.h"
 #include "base/secret.h"
@@ -46,27 +47,27 @@ int topo_node_same(const topo_node *a, const topo_node *b) {
 }
 
 int topo_node_parse(const char *s, size_t len, topo_node *out) {
-    const char *colon = NULL, *host = s;
-    size_t hlen, i;
-    long port = 0;
+    char err[160], v6[300];
+    const char *host, *last = NULL;
+    size_t hostlen, i;
+    int port, colons = 0;
     memset(out, 0, sizeof *out);
     for (i = 0; i < len; i++)
-        if (s[i] == ':') colon = s + i;
-    if (colon == NULL || colon == s || colon + 1 == s + len) return -1;
-    hlen = (size_t)(colon - s);
-    if (hlen >= 2 && s[0] == '[' && s[hlen - 1] == ']') {
-        host = s + 1;
-        hlen -= 2;
+        if (s[i] == ':') {
+            colons++;
+            last = s + i;
+        }
+    if (len > 0 && s[0] != '[' && colons > 1 && len + 2 < sizeof v6) {
+        /* an IPv6 address as Redis writes one in MOVED and ASK, without
+         * brackets ("::1:7002"): the last colon is the port's */
+        int n = snprintf(v6, sizeof v6, "[%.*s]%.*s", (int)(last - s), s, (int)(s + len - last), last);
+        s = v6;
+        len = (size_t)n;
     }
-    for (i = 1; colon + i < s + len; i++) {
-        char ch = colon[i];
-        if (ch < '0' || ch > '9' || port > 65535) return -1;
-        port = port * 10 + (ch - '0');
-    }
-    if (port < 1 || port > 65535 || hlen == 0 || memchr(host, '\0', hlen)) return -1;
-    out->host = strndup(host, hlen);
+    if (hostport_parse(s, len, &host, &hostlen, &port, err, sizeof err) != 0 || port == 0) return -1;
+    out->host = strndup(host, hostlen);
     if (out->host == NULL) return -1;
-    out->port = (int)port;
+    out->port = port;
     return 0;
 }
 

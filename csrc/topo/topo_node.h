@@ -94,8 +94,9 @@ void topo_node_describe(const topo_node *n, char *buf, size_t len);
 /* A deep copy of a node (addresses and credentials included). 0, or -1. */
 int topo_node_dup(topo_node *dst, const topo_node *src);
 
-/* Parses "host:port", "[v6]:port" or "v6:port" (the last colon) into a
- * node. 0, or -1. */
+/* Parses "host:port" (hostport.h's rules; the port required) into a
+ * node; also "v6:port", an IPv6 address as Redis writes it in MOVED and
+ * ASK, without brackets (the last colon). 0, or -1. */
 int topo_node_parse(const char *s, size_t len, topo_node *out);
 void topo_node_clear(topo_node *n);
 int topo_node_same(const topo_node *a, const topo_node *b);

@@ -13,6 +13,8 @@
 -- (the fields get tls = true; connect's tls table says how: docs/tls.md).
 -- User and password may be percent-encoded. Errors never echo the password.
 
+local core = require "redislock.core"
+
 local _M = { _VERSION = "0.1.0" }
 
 local function unescape(s)
@@ -50,43 +52,19 @@ local function parse_db(s)
   return db
 end
 
--- A part of a url as a message may show it: printable, and short.
-local function shown(s)
-  s = s:gsub("[%c\128-\255\\']", function(c) return string.format("\\x%02x", c:byte()) end)
-  if #s > 60 then s = s:sub(1, 57) .. "..." end
-  return "'" .. s .. "'"
-end
-
 --- Is host a name or an address we may look up: letters, digits, '-',
 -- '.' and '_' (at most 253 bytes), or an IPv6 address? Anything else (a
--- space, a control byte, a '/') is refused before any lookup.
-function _M.valid_host(host)
-  if type(host) ~= "string" or host == "" or #host > 253 then return false end
-  if host:find(":", 1, true) then return host:match("^[%x:%.]+$") ~= nil end
-  return host:match("^[%w%-%._]+$") ~= nil
-end
+-- space, a control byte, a '/') is refused before any lookup. The C
+-- core's rule (csrc/base/hostport.h), the one every host goes by.
+_M.valid_host = core.valid_host
 
--- "host[:port]" or "[v6][:port]": host, port (nil: none given). The part
--- that is wrong is named; where: "" or " in the host list".
+-- "host[:port]" or "[v6][:port]": host, port (nil: none given), by the C
+-- core's one parser (core.hostport). The part that is wrong is named;
+-- where: "" or " in the host list".
 local function host_port(hostport, where)
-  local function bad(msg) error("redislock: bad url (" .. msg .. where .. ")", 0) end
-  local host, rest
-  if hostport:sub(1, 1) == "[" then
-    host, rest = hostport:match("^%[([^%]]*)%](.*)$")
-    if not host or not host:find(":", 1, true) or not _M.valid_host(host) then
-      bad("an IPv6 address expected inside [ ], got " .. shown(hostport))
-    end
-  else
-    host, rest = hostport:match("^([^:]*)(.*)$")
-    if host == "" then bad("host expected") end
-    if not _M.valid_host(host) then bad("host " .. shown(host) .. " is not a host name or address") end
-  end
-  if rest == "" then return host, nil end
-  if rest == ":" then bad("port expected after ':'") end
-  local digits = rest:match("^:(%d+)$")
-  local p = digits and tonumber(digits)
-  if not p or p < 1 or p > 65535 then bad("port must be a number 1-65535, got " .. shown(rest:sub(2))) end
-  return host, p
+  local host, port = core.hostport(hostport)
+  if not host then error("redislock: bad url (" .. port .. where .. ")", 0) end
+  return host, port
 end
 
 local function parse_tcp(rest, out)
