@@ -176,7 +176,7 @@ describe("CI", function()
     for _, v in ipairs({ "2", "3" }) do
       local out, code = helpers.sh(MAKE .. " -n test5" .. v .. " 2>&1")
       assert.equal(0, code, out)
-      assert.matches("build/lua5%." .. v .. "/redislock/core%.so", out)
+      assert.matches("build/lua5%." .. v .. "/testing/redislock/core%.so", out)
       assert.matches("LUA=lua5%." .. v, out)
       assert.matches("spec/01%-core_spec%.lua", out)
     end

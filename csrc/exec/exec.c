@@ -94,7 +94,6 @@ int exec_write(exec_req *x, exec_conn *xc) {
     /* an EVAL goes after a SCRIPT LOAD (exec_conn.h); the ASKING right
      * before the request, as it holds for the next command only */
     if (eval) {
-        if (x->st.want_eval) conn_note_noscript(xc->c);   /* (sent again: the metric's) */
         if ((k = exec_conn_queue_load(xc, x->script, 0)) < 0) goto failed;
         x->st.load_due = (uint8_t)k;
     }
@@ -202,6 +201,7 @@ static int exec_answer(exec_req *x, exec_conn *xc, redisReply *r) {
          * first; it did not run, so it runs exactly once */
         freeReplyObject(r);
         xc->scripts_ran &= ~script_bit(x->script);
+        conn_note_noscript(xc->c);
         x->st.want_eval = 1;
         return EXEC_SEND;
     }

@@ -17,7 +17,7 @@
  *     what is written on the old one is lost),
  *   - and ROLE on that node says "master".
  * Anything else is a doubt: sentinel_load asks again after a short pause
- * until its deadline; the follower thread (sentinel_watch.h) marks the
+ * until its deadline; the topology's thread (topo_thread.c) marks the
  * topology in doubt so that nobody writes to a master not confirmed.
  *
  * A sentinel whose ACL refuses SENTINEL MASTER is asked

@@ -1,12 +1,13 @@
 /*
  * topo.c: topology snapshots and their publication (see topo.h). The nodes
  * and snapshots themselves are topo_node.c's; loading a topology is in
- * sentinel.c (Sentinel) and cluster.c (Cluster), following the sentinels
- * in sentinel_watch.c: all of them below this file, told what they need
- * of the topology (topo_src, sentinel_watch_owner).
+ * sentinel.c (Sentinel) and cluster.c (Cluster), below this file, told
+ * what they need of the topology (topo_src); the topology's own thread,
+ * which follows the sentinels and loads maps in its own time, is
+ * topo_thread.c.
  */
 #define _GNU_SOURCE
-#include "topo/topo.h"
+#include "topo/topo_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,6 @@
 #include "base/deadline.h"
 #include "base/secret.h"
 #include "topo/sentinel.h"
-#include "topo/sentinel_watch.h"
 #include "base/slot.h"
 
 /* ---- nodes ----------------------------------------------------------------- */
@@ -93,7 +93,7 @@ static void topo_notify(topo *t) {   /* with t->mu held */
  * began before the one now published (the Lua thread's, slowed by a ROLE,
  * while the follower thread saw the failover), or that the sentinels gave
  * with a lower config-epoch, is dropped. */
-static void topo_publish_as(topo *t, topo_snap *s, uint64_t gen) {
+void topo_publish_as(topo *t, topo_snap *s, uint64_t gen) {
     topo_snap *old;
     int last = 0, changed = 1;
     pthread_mutex_lock(&t->mu);
@@ -162,9 +162,7 @@ uint64_t topo_doubts(const topo *t) {
     return __atomic_load_n(&t->doubts, __ATOMIC_ACQUIRE);
 }
 
-/* Casts the doubt; kick: and asks the follower thread to look now (not
- * when it is the follower that doubts). */
-static void topo_doubt_as(topo *t, uint64_t epoch, int kick) {
+void topo_doubt_as(topo *t, uint64_t epoch, int kick) {
     if (t->mode != TOPO_SENTINEL) return;
     pthread_mutex_lock(&t->mu);
     if (epoch == 0 || epoch == t->epoch) {
@@ -176,7 +174,7 @@ static void topo_doubt_as(topo *t, uint64_t epoch, int kick) {
         __atomic_store_n(&t->doubts, t->doubts + 1, __ATOMIC_SEQ_CST);
         if (was) topo_notify(t);
     }
-    if (kick && t->watch && sentinel_watch_ours(t->watch)) sentinel_watch_kick(t->watch);
+    if (kick) topo_thread_kick(t);
     pthread_mutex_unlock(&t->mu);
 }
 
@@ -191,9 +189,7 @@ void topo_set_listener(topo *t, void (*fn)(void *), void *arg) {
     pthread_mutex_unlock(&t->mu);
 }
 
-/* What the loads and the follower thread read of t (topo_node.h), with
- * t->mu held. */
-static void topo_src_of(topo *t, topo_src *src) {
+void topo_src_of(topo *t, topo_src *src) {
     src->mu = &t->mu;
     src->cfg = &t->cfg;
     src->seeds = t->seeds;
@@ -204,80 +200,24 @@ static void topo_src_of(topo *t, topo_src *src) {
     src->sentinel_tls = t->sentinel_tls;
 }
 
-/* One pass over the sentinels, as the follower thread makes it every
- * second (on its pool of connections, sentinel.h): publishes a confirmed
- * master, or casts a doubt. The thread's recheck (sentinel_watch.h). */
-static void topo_recheck(void *ud, sentinel_pool *pool) {
-    topo *t = ud;
-    char err[CONN_ERRSTR_LEN];
-    const char *kind;
-    topo_snap *s = NULL;
-    topo_src src;
-    uint64_t gen, seq;
-    int v;
-    pthread_mutex_lock(&t->mu);
-    gen = t->doubts;
-    seq = ++t->loads;
-    topo_src_of(t, &src);
-    pthread_mutex_unlock(&t->mu);
-    /* (this thread may resolve the sentinels' names: it blocks no one) */
-    v = sentinel_pass(&src, pool, 1, deadline_in_ms(t->cfg.connect_timeout_ms > 0 ? t->cfg.connect_timeout_ms : 1000),
-                      &s, err, sizeof err, &kind);
-    if (v == SENTINEL_OK) {
-        s->load_seq = seq;
-        topo_publish_as(t, s, gen);
-    } else {
-        /* A doubt, and so is not knowing (SENTINEL_FAIL: too few of the
-         * sentinels answered, or none knows the name): the master we have
-         * may be one they have replaced, and a hung or unreachable
-         * sentinel may be the only one that could tell us. Nothing is
-         * written to it until a pass confirms a master again. */
-        topo_doubt_as(t, 0, 0);
-    }
-}
-
-/* A failover event of ours came to the follower thread (sentinel_watch.h). */
-static void topo_watch_doubt(void *ud) {
-    topo_doubt_as(ud, 0, 0);
-}
-
-/* The rest of what the follower thread asks of t (sentinel_watch.h). */
-static int topo_watch_confirmed(void *ud) {
-    return topo_confirmed(ud);
-}
-
-static uint64_t topo_watch_epoch(void *ud) {
-    return topo_epoch(ud);
-}
-
 void topo_follow(topo *t) {
-    sentinel_watch *sw, *old = NULL;
-    if (t->mode != TOPO_SENTINEL) return;
-    sw = __atomic_load_n(&t->watch, __ATOMIC_ACQUIRE);
-    if (sw && sentinel_watch_ours(sw)) return;   /* (every request asks) */
+    if (t->mode != TOPO_SENTINEL || topo_thread_ours(t)) return;   /* (every request asks) */
     pthread_mutex_lock(&t->mu);
-    if (t->watch && !sentinel_watch_ours(t->watch)) {
-        old = t->watch;     /* a fork child's copy: that thread is not here */
-        __atomic_store_n(&t->watch, NULL, __ATOMIC_RELEASE);
-    }
-    if (t->watch == NULL) { /* NULL again when it cannot start: errors still tell */
-        topo_src src;
-        sentinel_watch_owner owner;
-        topo_src_of(t, &src);
-        owner.ud = t;
-        owner.recheck = topo_recheck;
-        owner.doubt = topo_watch_doubt;
-        owner.confirmed = topo_watch_confirmed;
-        owner.epoch = topo_watch_epoch;
-        __atomic_store_n(&t->watch, sentinel_watch_start(&src, &owner), __ATOMIC_RELEASE);
-    }
+    topo_thread_ensure(t);   /* (none when it cannot start: errors still tell) */
     pthread_mutex_unlock(&t->mu);
-    if (old) sentinel_watch_abandon(old);
 }
 
 int topo_following(const topo *t) {
-    sentinel_watch *sw = __atomic_load_n(&t->watch, __ATOMIC_ACQUIRE);
-    return sw != NULL && sentinel_watch_ours(sw);
+    return t->mode == TOPO_SENTINEL && topo_thread_ours(t);
+}
+
+int topo_load_async(topo *t) {
+    if (t->mode != TOPO_CLUSTER) return 0;
+    pthread_mutex_lock(&t->mu);
+    topo_thread_ensure(t);
+    topo_thread_kick(t);
+    pthread_mutex_unlock(&t->mu);
+    return topo_thread_ours(t);
 }
 
 /* ---- the object ------------------------------------------------------------------ */
@@ -334,7 +274,7 @@ void topo_release(topo *t) {
     last = --t->refs == 0;
     pthread_mutex_unlock(&t->mu);
     if (!last) return;
-    if (t->watch) sentinel_watch_stop(t->watch);   /* (it holds no reference) */
+    topo_thread_stop(t);   /* (it holds no reference) */
     if (t->cur && --t->cur->refs == 0) topo_snap_free(t->cur);
     for (i = 0; i < t->nseeds; i++) topo_node_clear(&t->seeds[i]);
     free(t->seeds);

@@ -13,7 +13,7 @@
  *   single    one node, as configured (host:port or a unix socket)
  *   sentinel  the master named `master`, resolved through the sentinels
  *             (sentinel.c) again on every refresh, and followed as it
- *             happens by a thread of the topology's (sentinel_watch.c)
+ *             happens by the topology's own thread (topo_thread.c)
  *   cluster   the slot map from CLUSTER SLOTS (cluster.c)
  *   redlock   independent masters, each with its own address and
  *             credentials, every key on all of them (a quorum decides)
@@ -57,7 +57,7 @@ typedef struct topo {
     uint64_t doubts;        /* topo_doubt calls that cleared it */
     uint64_t loads;         /* sentinel loads begun (their load_seq) */
     uint64_t confirms;      /* times it was set again after a doubt */
-    struct sentinel_watch *watch;   /* the follower thread, or NULL */
+    struct topo_thread *thread;     /* its own thread (topo_thread.c), or NULL */
     void (*listener)(void *);       /* told of every change (the watchdog) */
     void *listener_arg;
 } topo;
@@ -100,11 +100,15 @@ uint64_t topo_doubts(const topo *t);
  * current one): nobody writes to it until the sentinels confirm a master
  * again; the follower thread is asked at once. */
 void topo_doubt(topo *t, uint64_t epoch);
-/* Sentinel: starts the follower thread if this process has none (after a
- * fork too). Other modes: nothing. */
+/* Sentinel: starts the thread that follows the sentinels if this process
+ * has none (after a fork too). Other modes: nothing. */
 void topo_follow(topo *t);
-/* Whether a follower thread runs for t in this process. */
+/* Whether that thread runs for t in this process. */
 int topo_following(const topo *t);
+/* Cluster: asks the topology's thread for a new map (started if need be),
+ * without waiting for it: 1, or 0 when no thread can do it (other modes;
+ * no thread could start): then topo_refresh, in the caller's time. */
+int topo_load_async(topo *t);
 /* fn(arg) is called (under the topology's mutex: it must only wake a
  * thread) after every change of snapshot or of confirmation. fn NULL: none. */
 void topo_set_listener(topo *t, void (*fn)(void *), void *arg);

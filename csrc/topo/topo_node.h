@@ -5,9 +5,10 @@
  * The data that the topology (topo.h) publishes and that its loads build:
  * a node (an address, resolved once), a snapshot (the nodes and, for
  * Cluster, the slot map, immutable once published), and the functions of
- * one node. The loads (sentinel.c, cluster.c) and the follower thread
- * (sentinel_watch.c) build on this alone: what they need of the topology
- * they are handed (topo_src), so that the topology sits above them.
+ * one node. The loads (sentinel.c, cluster.c) and the subscriptions to
+ * the sentinels (sentinel_sub.c) build on this alone: what they need of
+ * the topology they are handed (topo_src), so that the topology sits
+ * above them.
  */
 #ifndef REDISLOCK_TOPO_NODE_H
 #define REDISLOCK_TOPO_NODE_H
@@ -54,8 +55,8 @@ typedef struct topo_snap {
     uint64_t load_seq;      /* sentinel: which load found it (topo's loads) */
 } topo_snap;
 
-/* What a load (sentinel.c, cluster.c) and the follower thread
- * (sentinel_watch.c) read of their topology: its own fields, which the
+/* What a load (sentinel.c, cluster.c) and the subscriptions
+ * (sentinel_sub.c) read of their topology: its own fields, which the
  * topology (topo.c) copies in here with its mutex held. All borrowed: the
  * topology outlives its loads and stops its thread before it goes. Fixed
  * once the topology is set up, but for the seeds' addresses: the seeds

@@ -56,10 +56,13 @@ static int64_t wd_earliest_end(const wd *w) {
     return t;
 }
 
-/* A redirect or a refused master asked for it: reload the topology (ask the
- * sentinels, or CLUSTER SLOTS), without the mutex, by the earliest of the
- * connect timeout and the first lease end, so that a slow sentinel never
- * delays a loss report past it. */
+/* A redirect or a refused master asked for it: the topology is looked up
+ * again. Sentinel and Cluster: by the topology's own thread, while the
+ * renewals go on (we are woken when it publishes). Otherwise (no such
+ * thread could start; a single node or Redlock's masters, which need no
+ * network), here, without the mutex, by the earliest of the connect
+ * timeout and the first lease end, so that a slow node never delays a
+ * loss report past it. */
 static void wd_refresh(wd *w, int64_t now) {
     uint64_t seen = w->snap ? w->snap->epoch : 0;
     int64_t end = wd_earliest_end(w), until = now + (w->cfg.connect_timeout_ms > 0 ? w->cfg.connect_timeout_ms : 2000);
@@ -68,11 +71,12 @@ static void wd_refresh(wd *w, int64_t now) {
     if (end < until) until = end;
     w->want_refresh = 0;
     if (w->t->mode == TOPO_SENTINEL && topo_following(w->t)) {
-        /* the follower thread asks the sentinels; we are woken when it
+        /* the topology's thread asks the sentinels; we are woken when it
          * knows (never blocked here meanwhile: renewals go on) */
         topo_doubt(w->t, seen);
         return;
     }
+    if (topo_load_async(w->t)) return;   /* Cluster: the same, for the map */
     if (until <= now) return;
     pthread_mutex_unlock(&w->mu);
     topo_refresh(w->t, seen, 0, until * 1000, err, sizeof err, &kind);

@@ -1,0 +1,38 @@
+/*
+ * topo_internal.h: what topo.c and the topology's thread (topo_thread.c)
+ * share of a topology's insides. Not for other files.
+ */
+#ifndef REDISLOCK_TOPO_INTERNAL_H
+#define REDISLOCK_TOPO_INTERNAL_H
+
+#include "topo/topo.h"
+
+typedef struct topo_thread topo_thread;
+
+/* What the loads and the thread read of t (topo_node.h), with t->mu held. */
+void topo_src_of(topo *t, topo_src *src);
+
+/* Publishes s (taken) as the answer of a load that began with t->doubts at
+ * gen: a doubt cast since wins (topo.c says how). */
+void topo_publish_as(topo *t, topo_snap *s, uint64_t gen);
+
+/* Casts the doubt about snapshot epoch (0: the current one); kick: and
+ * asks the topology's thread to look now (not when it is that thread that
+ * doubts). */
+void topo_doubt_as(topo *t, uint64_t epoch, int kick);
+
+/* ---- topo_thread.c: the topology's own thread -------------------------- */
+
+/* Starts t's thread if this process has none (after a fork, a new one:
+ * the parent's is not here), with t->mu held. */
+void topo_thread_ensure(topo *t);
+/* Asks it to act now: Sentinel, a pass over the sentinels; Cluster, a new
+ * map. With t->mu held. */
+void topo_thread_kick(topo *t);
+/* Whether it runs in this process. */
+int topo_thread_ours(const topo *t);
+/* Stops and joins it (the topology is going), or forgets a fork child's
+ * copy of the parent's. Without t->mu. */
+void topo_thread_stop(topo *t);
+
+#endif
