@@ -24,11 +24,14 @@
  *       nil: a unix socket path) | "sleep", seconds, token (sleep, then
  *       next(token)) | "done" | "fail"
  *   bytes = rq:write(fresh)       this attempt's bytes for the socket Lua
- *       got (fresh: just made, the handshake goes first)
+ *       got (fresh: just made: its handshake alone; the attempt's bytes
+ *       come from feed as "send" once the handshake's replies came)
  *   act, a = rq:feed(data)        bytes read: "more" | "send", bytes (more
  *       to send on the same socket) | any of next()'s
  *   act, a, b = rq:lost(sent)     the socket failed (sent: a byte may have
- *       gone): as next()
+ *       gone; once the attempt's bytes were handed out, always): as next()
+ *   (once per "connect": write, then feed until it says anything but
+ *   "more" or "send", or lost; next only after "sleep", "done", "fail")
  *   rq:clean()                    the socket may go back to the pool
  *   rq:reloads()                  NOSCRIPT reloads it made (stats)
  *   rq:result()                   reply | nil, err, kind ("wait": true,
@@ -74,6 +77,11 @@ typedef struct request_ud {
     int64_t look_until;     /* Sentinel: how long it waits for a master
                                confirmed (the connect timeout's, from the
                                first look; 0: not waiting) */
+    int written;            /* this socket's bytes were handed out (rq:write) */
+    int handshaking;        /* a fresh socket's handshake is under way: the
+                               attempt's bytes wait for its replies (a
+                               refused AUTH or SELECT must not let them run
+                               as another user or on database 0) */
     int wait_n;             /* then_wait: WAIT n ms after the answer */
     long wait_ms;
     long long acks;         /* its answer (-1: none) */
@@ -84,7 +92,9 @@ typedef struct request_ud {
 } request_ud;
 
 static request_ud *request_check(lua_State *L) {
-    return (request_ud *)luaL_checkudata(L, 1, REQUEST_MT);
+    request_ud *q = (request_ud *)luaL_checkudata(L, 1, REQUEST_MT);
+    if (q->t == NULL || q->xc.c == NULL) luaL_error(L, "request: used after it was collected");
+    return q;
 }
 
 static int request_gc(lua_State *L) {
@@ -157,6 +167,7 @@ static int request_connect(lua_State *L, request_ud *q, const topo_node *n, int 
         return request_fail(L, q);
     }
     q->state = state;
+    q->written = q->handshaking = 0;
     lua_pushliteral(L, "connect");
     if (n->path) {
         lua_pushstring(L, n->path);
@@ -291,7 +302,14 @@ static int request_route(lua_State *L, request_ud *q) {
         /* the map changed, or the master did: look again (Sentinel: nobody
          * writes to that master until the sentinels confirm one again) */
         if (q->epoch) topo_doubt(t, q->epoch);
-        if (t->mode == TOPO_CLUSTER) return request_map(L, q, 0);
+        /* (Cluster: unless another request published a newer map since
+         * this one was routed, as topo_refresh's `seen`: one request of
+         * the worker asks, not every one a MOVED reached) */
+        if (t->mode == TOPO_CLUSTER && (q->epoch == 0 || topo_epoch(t) == q->epoch)) return request_map(L, q, 0);
+        /* (the look below, or the map another request just published, is
+         * this request's fresh one, as router_refresh's: a connect that
+         * fails after it is final, exec_failed) */
+        x->st.refreshed = 1;
     }
     if (t->mode == TOPO_SINGLE) {
         /* the address as given (nginx resolves a name, with its resolver) */
@@ -333,7 +351,8 @@ static int request_step(lua_State *L, request_ud *q, int step) {
          * looked up again first */
         redisReply *refused = exec_take_answer(&q->x);
         if (refused) freeReplyObject(refused);
-        if (q->t->mode == TOPO_CLUSTER && step != EXEC_SEND) return request_map(L, q, 1);
+        if (q->t->mode == TOPO_CLUSTER && step != EXEC_SEND && topo_epoch(q->t) == q->epoch)
+            return request_map(L, q, 1);
         return request_push(L, q, "done");
     }
     switch (step) {
@@ -383,6 +402,8 @@ static int request_step(lua_State *L, request_ud *q, int step) {
 static int meth_next(lua_State *L) {
     request_ud *q = request_check(L);
     lua_Integer token = luaL_optinteger(L, 2, 0);
+    if (q->written && (q->state == RQ_READ || q->state == RQ_WAIT || q->state == RQ_MAP))
+        return luaL_error(L, "request: next while its replies are awaited (feed or lost)");
     if (q->state == RQ_DONE) return request_push(L, q, "done");
     if (q->state == RQ_FAIL) return request_push(L, q, "fail");
     if (token == RQ_AFTER_PAUSE) {
@@ -400,14 +421,24 @@ static int request_map_write(request_ud *q) {
     return conn_append(q->xc.c, 2, slots, lens) != 0 || conn_append(q->xc.c, 2, nodes, lens) != 0 ? -1 : 0;
 }
 
-/* rq:write(fresh) -> bytes | nil (failed: next() says so) */
+/* This socket's attempt: the map's questions, or the request's bytes. */
+static int request_queue(request_ud *q) {
+    return q->state == RQ_MAP ? request_map_write(q) : exec_write(&q->x, &q->xc);
+}
+
+/* rq:write(fresh) -> bytes | nil (failed: next() says so). On a fresh
+ * socket the bytes are its handshake alone: the attempt's follow once its
+ * replies came (feed's "send"), as conn_ensure does before any request. */
 static int meth_write(lua_State *L) {
     request_ud *q = request_check(L);
     const char *p;
     size_t n;
-    if (q->state != RQ_READ && q->state != RQ_MAP) return luaL_error(L, "request: write without a connect");
-    if (conn_detach_begin(q->xc.c, lua_toboolean(L, 2)) != 0 ||
-        (q->state == RQ_MAP ? request_map_write(q) : exec_write(&q->x, &q->xc)) != 0) {
+    int fresh = lua_toboolean(L, 2);
+    if ((q->state != RQ_READ && q->state != RQ_MAP) || q->written)
+        return luaL_error(L, "request: write without a connect");
+    q->written = 1;
+    q->handshaking = fresh;
+    if (conn_detach_begin(q->xc.c, fresh) != 0 || (!fresh && request_queue(q) != 0)) {
         exec_fail(&q->x, CONN_ENOMEM, "out of memory");
         q->state = RQ_FAIL;
         lua_pushnil(L);
@@ -451,19 +482,24 @@ static int request_lost_step(lua_State *L, request_ud *q, int sent) {
 /* The conn failed reading (a protocol error, a refused handshake: its own
  * words), or closed: as Lua's socket failing. */
 static int request_broke(lua_State *L, request_ud *q) {
-    if (q->xc.c->err == 0) return request_lost(L, q, "closed", 1);
+    if (q->xc.c->err == 0) return request_lost(L, q, "closed", !q->handshaking);
     if (q->state == RQ_MAP) return request_map_failed(L, q, q->xc.c->errstr);
     if (q->state == RQ_WAIT) {
         q->acks = -1;
         return request_push(L, q, "done");
     }
-    return request_lost_step(L, q, 1);
+    return request_lost_step(L, q, !q->handshaking);
 }
 
 /* rq:lost(sent, err) */
 static int meth_lost(lua_State *L) {
     request_ud *q = request_check(L);
-    return request_lost(L, q, luaL_optstring(L, 3, "closed"), lua_toboolean(L, 2));
+    if (q->state != RQ_READ && q->state != RQ_WAIT && q->state != RQ_MAP)
+        return luaL_error(L, "request: lost without a connect");
+    /* (the attempt's bytes handed out may have gone, whatever the driver
+     * thinks; a handshake alone ran nothing of it) */
+    return request_lost(L, q, luaL_optstring(L, 3, "closed"),
+                        !q->handshaking && (lua_toboolean(L, 2) || q->written));
 }
 
 /* The WAIT's answer (then_wait). */
@@ -478,16 +514,52 @@ static int meth_feed(lua_State *L) {
     request_ud *q = request_check(L);
     size_t len;
     const char *data = luaL_checklstring(L, 2, &len);
-    if (q->state != RQ_READ && q->state != RQ_WAIT && q->state != RQ_MAP)
+    if ((q->state != RQ_READ && q->state != RQ_WAIT && q->state != RQ_MAP) || !q->written)
         return luaL_error(L, "request: nothing is being read");
-    if (conn_detach_feed(q->xc.c, data, len) != 0) return request_lost(L, q, "out of memory", 1);
+    if (conn_detach_feed(q->xc.c, data, len) != 0) return request_lost(L, q, "out of memory", !q->handshaking);
     for (;;) {
         redisReply *r = NULL;
         int k = exec_conn_reply(&q->xc, &r), step;
         if (k < 0) return request_broke(L, q);
         if (k == 0) {
+            if (q->handshaking && q->xc.c->hs_next >= q->xc.c->hs_n) {
+                /* the handshake's replies came, all accepted: now the
+                 * attempt's bytes, on the same socket */
+                const char *p;
+                size_t n;
+                q->handshaking = 0;
+                if (q->state == RQ_READ && q->t->mode == TOPO_SENTINEL && topo_doubts(q->t) != q->doubts) {
+                    /* a doubt was cast while this socket was made (its
+                     * connect, TLS, handshake): nothing of the request was
+                     * sent, and nothing is to that master until the
+                     * sentinels confirm one (the socket is clean) */
+                    q->state = RQ_ROUTE;
+                    if (exec_try(&q->x) == EXEC_FAIL) return request_fail(L, q);
+                    return request_route(L, q);
+                }
+                if (request_queue(q) != 0) {
+                    if (q->state == RQ_MAP) exec_fail(&q->x, CONN_ENOMEM, "out of memory");
+                    return request_fail(L, q);
+                }
+                n = conn_detach_take(q->xc.c, &p);
+                lua_pushliteral(L, "send");
+                lua_pushlstring(L, p, n);
+                return 2;
+            }
+            /* a reply still incomplete past the request's deadline: timed
+             * out, however the bytes trickle (each one restarts the
+             * driver's per-read timeout; the native driver's deadline is a
+             * total, conn_read) */
+            if ((q->state == RQ_READ || q->state == RQ_MAP) && deadline_passed(q->x.deadline))
+                return request_lost(L, q, "timeout", !q->handshaking);
             lua_pushliteral(L, "more");
             return 1;
+        }
+        if (q->handshaking) {
+            /* (nothing but the handshake was sent: cannot happen) */
+            freeReplyObject(r);
+            conn_fail(q->xc.c, CONN_ELOST, "failed", "protocol error");
+            return request_broke(L, q);
         }
         if (q->state == RQ_WAIT) return request_waited(L, q, r);
         if (q->state == RQ_MAP) {
@@ -498,7 +570,11 @@ static int meth_feed(lua_State *L) {
             return request_map_loaded(L, q, r);
         }
         step = exec_reply(&q->x, &q->xc, r);
-        if (step == EXEC_MORE) continue;
+        if (step == EXEC_MORE) {
+            if (q->kind == 'w' && q->x.st.pre_due == 0 && q->x.pre_reply != NULL)
+                q->x.deadline = deadline_in_ms(q->t->cfg.timeout_ms);
+            continue;
+        }
         if (step != EXEC_FAIL && q->t->mode == TOPO_SENTINEL && topo_doubts(q->t) != q->doubts) {
             /* a doubt was cast while it ran: as route_read says (whatever
              * the reply asks next, nothing more goes to that master) */
@@ -590,7 +666,7 @@ static int meth_request(lua_State *L) {
     client_ud *u = client_check(L);
     const char *kind = luaL_checkstring(L, 2);
     lua_Number timeout = luaL_checknumber(L, 3);
-    int64_t until = lua_isnoneornil(L, 4) ? DEADLINE_NONE : (int64_t)(luaL_checknumber(L, 4) * 1e6);
+    int64_t until = DEADLINE_NONE;
     const script_def *s = NULL;
     request_ud *q;
     conn_config cfg;
@@ -598,6 +674,13 @@ static int meth_request(lua_State *L) {
     const char *argv[REQUEST_MAX_ARGS];
     size_t lens[REQUEST_MAX_ARGS];
     if (!(timeout >= 0 && timeout <= 86400)) return luaL_argerror(L, 3, "timeout out of range");
+    if (!lua_isnoneornil(L, 4)) {
+        /* (as client:deadline: math.huge, or any t past 1e12 s, is none;
+         * converting it to int64_t would be undefined) */
+        lua_Number t = luaL_checknumber(L, 4);
+        if (!(t >= 0)) return luaL_argerror(L, 4, "deadline out of range");
+        until = t < 1e12 ? (int64_t)(t * 1e6) : DEADLINE_NONE;
+    }
     n = luaval_args(L, first, argv, lens, REQUEST_MAX_ARGS);   /* (before the userdata is pushed) */
     q = (request_ud *)lua_newuserdata(L, sizeof *q);
     memset(q, 0, sizeof *q);
@@ -625,6 +708,7 @@ static int meth_request(lua_State *L) {
         /* [key seconds] name keys... args...: the script's own after its name */
         int own = n - skip - 1;
         if (own < s->nkeys) return luaL_error(L, "script '%s' takes %d keys, got %d arguments", s->name, s->nkeys, own);
+        if (own > SCRIPT_MAX_ARGS) return luaL_error(L, "too many arguments (at most %d)", SCRIPT_MAX_ARGS);
         exec_init(&q->x, s, own, q->argv + skip + 1, q->lens + skip + 1, s->nkeys > 0 ? q->argv[skip + 1] : NULL,
                   s->nkeys > 0 ? q->lens[skip + 1] : 0, mode, 0, (long)(timeout * 1000), until);
         if (skip) exec_set_pre(&q->x, 3, (const char *const[]){"BLPOP", q->argv[0], q->argv[1]},
