@@ -8,8 +8,10 @@
 #include "binding/client.h"
 #include "binding/client_ud.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "lauxlib.h"
 #include "binding/compat.h"
@@ -244,6 +246,63 @@ static void client_read_opts(lua_State *L, client_opts *o) {
     lua_pop(L, 1);
 }
 
+/* Adds s to the key, its length first (nothing can run into the next). */
+static void client_key_add(luaL_Buffer *b, const char *s) {
+    char n[24];
+    snprintf(n, sizeof n, "%zu:", s ? strlen(s) : (size_t)0);
+    luaL_addstring(b, n);
+    if (s) luaL_addstring(b, s);
+    luaL_addchar(b, s ? ';' : '-');
+}
+
+/* A TLS file as the key names it: its path, size and time of change (a
+ * rotated certificate is another topology's, read anew). */
+static void client_key_file(luaL_Buffer *b, const char *path) {
+    struct stat st;
+    char buf[64];
+    client_key_add(b, path);
+    if (path == NULL || stat(path, &st) != 0) return;
+    snprintf(buf, sizeof buf, "%lld.%lld.%ld", (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+             (long)st.st_mtim.tv_nsec);
+    client_key_add(b, buf);
+}
+
+/* Pushes the key of the topology o describes (topo_share.c): everything
+ * it holds, TLS files by name, size and time of change. */
+static void client_push_share_key(lua_State *L, const client_opts *o) {
+    static const char *const tls_fields[] = {"ca", "cert", "key", "server_name"};
+    const conn_config *c = &o->cfg;
+    const char *tls[4] = {NULL, NULL, NULL, NULL};
+    char num[160];
+    int i, top = lua_gettop(L), has_tls, verify = 1;
+    luaL_Buffer b;
+    /* (the TLS fields first: nothing may be pushed while a buffer is built;
+     * the strings live in the config table, which stays on the stack) */
+    lua_getfield(L, 1, "tls");
+    has_tls = lua_type(L, -1) == LUA_TTABLE;
+    for (i = 0; has_tls && i < 4; i++) tls[i] = client_opt_string(L, top + 1, tls_fields[i]);
+    if (has_tls) {
+        lua_getfield(L, top + 1, "verify");
+        verify = lua_isnil(L, -1) || lua_toboolean(L, -1);
+    }
+    lua_settop(L, top);
+    luaL_buffinit(L, &b);
+    snprintf(num, sizeof num, "%d %d %d %ld %ld %d %d %u %d %d", o->mode, c->port, c->db, c->connect_timeout_ms,
+             c->timeout_ms, o->sentinel_tls, o->xo.no_native, o->xo.native_assume, has_tls, verify);
+    client_key_add(&b, num);
+    client_key_add(&b, c->host);
+    client_key_add(&b, c->path);
+    client_key_add(&b, c->username);
+    client_key_add(&b, c->password);
+    client_key_add(&b, o->master);
+    client_key_add(&b, o->suser);
+    client_key_add(&b, o->spass);
+    for (i = 0; i < o->nseeds; i++) client_key_add(&b, o->seeds[i]);
+    for (i = 0; i < 3; i++) client_key_file(&b, tls[i]);
+    client_key_add(&b, tls[3]);
+    luaL_pushresult(&b);
+}
+
 /* The first node connected and checked (AUTH, SELECT, PING): 1 (the
  * client on the stack), or nil, err, kind with u closed. */
 static int client_check_first(lua_State *L, client_ud *u) {
@@ -273,14 +332,26 @@ int client_global_connect(lua_State *L) {
     client_read_opts(L, &o);
     /* Closed-state userdata first: if anything below raises, __gc is safe. */
     u = client_push_closed(L);
-    /* the last of what may raise: the context is released on every path
-     * below (Redlock: each master's own, read with it) */
-    o.cfg.tls = o.mode == TOPO_REDLOCK ? NULL : client_opt_tls(L, 1, "tls", o.cfg.path != NULL);
-    u->t = topo_new(o.mode, &o.cfg, o.seeds, o.nseeds, o.master, o.suser, o.spass, err, sizeof err);
-    if (u->t && o.sentinel_tls) topo_set_sentinel_tls(u->t, o.cfg.tls);
-    tls_ctx_release(o.cfg.tls);   /* (the topology has its own) */
-    if (u->t == NULL) return luaL_error(L, "bad config field 'seeds' (%s)", err);
-    u->t->xopts = o.xo;
+    /* Sentinel and Cluster: one topology for every client configured the
+     * same (topo_share.c); the key stays on the stack until it is shared */
+    if (o.mode == TOPO_SENTINEL || o.mode == TOPO_CLUSTER) {
+        client_push_share_key(L, &o);
+        u->t = topo_shared(lua_tostring(L, -1));
+    } else {
+        lua_pushnil(L);
+    }
+    if (u->t == NULL) {
+        /* the last of what may raise: the context is released on every
+         * path below (Redlock: each master's own, read with it) */
+        o.cfg.tls = o.mode == TOPO_REDLOCK ? NULL : client_opt_tls(L, 1, "tls", o.cfg.path != NULL);
+        u->t = topo_new(o.mode, &o.cfg, o.seeds, o.nseeds, o.master, o.suser, o.spass, err, sizeof err);
+        if (u->t && o.sentinel_tls) topo_set_sentinel_tls(u->t, o.cfg.tls);
+        tls_ctx_release(o.cfg.tls);   /* (the topology has its own) */
+        if (u->t == NULL) return luaL_error(L, "bad config field 'seeds' (%s)", err);
+        u->t->xopts = o.xo;
+        if (lua_isstring(L, -1) && topo_share(u->t, lua_tostring(L, -1)) != 0) return luaL_error(L, "out of memory");
+    }
+    lua_pop(L, 1);   /* (the key: the client is on top again) */
     if (o.mode == TOPO_REDLOCK && client_opt_nodes(L, 1, u->t) < 1)
         return luaL_error(L, "bad config field 'nodes' (at least one master expected)");
     u->r = router_new(u->t, 1);

@@ -84,7 +84,8 @@ uint64_t topo_epoch(const topo *t) {
 }
 
 static void topo_notify(topo *t) {   /* with t->mu held */
-    if (t->listener) t->listener(t->listener_arg);
+    const topo_listener *l;
+    for (l = t->listeners; l; l = l->next) l->fn(l->arg);
 }
 
 /* Publishes s (taking it). Sentinel: the master is confirmed too, unless a
@@ -182,11 +183,29 @@ void topo_doubt(topo *t, uint64_t epoch) {
     topo_doubt_as(t, epoch, 1);
 }
 
-void topo_set_listener(topo *t, void (*fn)(void *), void *arg) {
+int topo_add_listener(topo *t, void (*fn)(void *), void *arg) {
+    topo_listener *l = malloc(sizeof *l);
+    if (l == NULL) return -1;
+    l->fn = fn;
+    l->arg = arg;
     pthread_mutex_lock(&t->mu);
-    t->listener = fn;
-    t->listener_arg = arg;
+    l->next = t->listeners;
+    t->listeners = l;
     pthread_mutex_unlock(&t->mu);
+    return 0;
+}
+
+void topo_remove_listener(topo *t, void (*fn)(void *), void *arg) {
+    topo_listener **p, *gone = NULL;
+    pthread_mutex_lock(&t->mu);
+    for (p = &t->listeners; *p; p = &(*p)->next)
+        if ((*p)->fn == fn && (*p)->arg == arg) {
+            gone = *p;
+            *p = gone->next;
+            break;
+        }
+    pthread_mutex_unlock(&t->mu);
+    free(gone);
 }
 
 void topo_src_of(topo *t, topo_src *src) {
@@ -231,6 +250,7 @@ topo *topo_new(int mode, const conn_config *cfg, const char *const *seeds, int n
     pthread_mutex_init(&t->mu, NULL);
     t->mode = mode;
     t->refs = 1;
+    topo_list_add(t);
     if (conn_config_copy(&t->cfg, cfg) != 0) goto nomem;
     if (nseeds > 0) {
         t->seeds = calloc((size_t)nseeds, sizeof *t->seeds);
@@ -274,7 +294,14 @@ void topo_release(topo *t) {
     last = --t->refs == 0;
     pthread_mutex_unlock(&t->mu);
     if (!last) return;
+    topo_list_remove(t);
     topo_thread_stop(t);   /* (it holds no reference) */
+    secret_free(t->share_key);
+    while (t->listeners) {   /* (each watchdog removes its own: none left) */
+        topo_listener *l = t->listeners;
+        t->listeners = l->next;
+        free(l);
+    }
     if (t->cur && --t->cur->refs == 0) topo_snap_free(t->cur);
     for (i = 0; i < t->nseeds; i++) topo_node_clear(&t->seeds[i]);
     free(t->seeds);

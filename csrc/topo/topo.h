@@ -33,6 +33,14 @@
 #include "topo/topo_node.h"
 
 
+/* A watcher told of every change (a watchdog), in a list: clients that
+ * share a topology each have theirs. */
+typedef struct topo_listener {
+    void (*fn)(void *);
+    void *arg;
+    struct topo_listener *next;
+} topo_listener;
+
 typedef struct topo {
     pthread_mutex_t mu;
     int mode;
@@ -48,6 +56,8 @@ typedef struct topo {
     uint64_t refreshes;     /* topology changes published */
     uint64_t refresh_failures;
     int refs;
+    char *share_key;        /* shared by clients configured the same (topo_share.c), or NULL */
+    struct topo *next_topo; /* every topology of the process (topo_share.c) */
     /* Sentinel: whether the current master may be written to. Cleared by
      * topo_doubt (a failure on its connection, a failover under way) and
      * set again only by a load that began after the last doubt; while it
@@ -58,8 +68,7 @@ typedef struct topo {
     uint64_t loads;         /* sentinel loads begun (their load_seq) */
     uint64_t confirms;      /* times it was set again after a doubt */
     struct topo_thread *thread;     /* its own thread (topo_thread.c), or NULL */
-    void (*listener)(void *);       /* told of every change (the watchdog) */
-    void *listener_arg;
+    topo_listener *listeners;       /* told of every change (the watchdogs) */
 } topo;
 
 /* A topology for cfg's endpoint in `mode`. seeds: "host:port" strings (the
@@ -72,6 +81,16 @@ topo *topo_new(int mode, const conn_config *cfg, const char *const *seeds, int n
 void topo_set_sentinel_tls(topo *t, tls_ctx *x);
 void topo_retain(topo *t);
 void topo_release(topo *t);
+
+/* Sharing (topo_share.c): the topology that clients configured as `key`
+ * share, with a reference, or NULL; t shared from now on as key (0, or -1:
+ * out of memory). The key is the caller's: a string that differs whenever
+ * anything t holds would (Sentinel and Cluster topologies only). */
+topo *topo_shared(const char *key);
+int topo_share(topo *t, const char *key);
+/* The fork handlers for every topology's mutex (topo_share.c); called
+ * by whoever registers handlers that must run before them (wd_fork.c). */
+void topo_fork_init(void);
 
 /* The current snapshot, with a reference; topo_snap_put gives it back. */
 topo_snap *topo_snap_get(topo *t);
@@ -110,8 +129,10 @@ int topo_following(const topo *t);
  * no thread could start): then topo_refresh, in the caller's time. */
 int topo_load_async(topo *t);
 /* fn(arg) is called (under the topology's mutex: it must only wake a
- * thread) after every change of snapshot or of confirmation. fn NULL: none. */
-void topo_set_listener(topo *t, void (*fn)(void *), void *arg);
+ * thread) after every change of snapshot or of confirmation, until
+ * removed. 0, or -1: out of memory. */
+int topo_add_listener(topo *t, void (*fn)(void *), void *arg);
+void topo_remove_listener(topo *t, void (*fn)(void *), void *arg);
 
 /* Redlock: adds a master (deep-copied) to the topology's fixed list. */
 int topo_add_seed(topo *t, const topo_node *n);

@@ -21,6 +21,12 @@ void topo_publish_as(topo *t, topo_snap *s, uint64_t gen);
  * doubts). */
 void topo_doubt_as(topo *t, uint64_t epoch, int kick);
 
+/* ---- topo_share.c: the list of every topology ------------------------- */
+
+/* In the list (topo_new), out of it (topo_release, before freeing). */
+void topo_list_add(topo *t);
+void topo_list_remove(topo *t);
+
 /* ---- topo_thread.c: the topology's own thread -------------------------- */
 
 /* Starts t's thread if this process has none (after a fork, a new one:

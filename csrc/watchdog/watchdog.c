@@ -56,7 +56,11 @@ wd *wd_new(topo *t, char *errbuf, size_t errlen) {
     wd_events_init(w);
     wd_fork_register(w);
     w->confirms_seen = topo_confirms(t);
-    topo_set_listener(t, wd_topo_changed, w);
+    if (topo_add_listener(t, wd_topo_changed, w) != 0) {
+        wd_release(w);
+        snprintf(errbuf, errlen, "out of memory");
+        return NULL;
+    }
     return w;
 nomem:
     snprintf(errbuf, errlen, "out of memory");
@@ -108,7 +112,7 @@ void wd_release(wd *w) {
     last = --w->refs == 0;
     pthread_mutex_unlock(&w->mu);
     if (!last) return;
-    topo_set_listener(w->t, NULL, NULL);
+    topo_remove_listener(w->t, wd_topo_changed, w);
     wd_join(w);
     wd_fork_unregister(w);
     /* orphans live only in the links' queues, the others in the map */

@@ -52,10 +52,11 @@ static void wd_atfork_child(void) {
 }
 
 static void wd_atfork_register(void) {
-    /* conn_fork.c's handlers first: prepare handlers run in reverse order, so
-     * ours take the watchdog mutexes before conn_fork.c takes its registry's,
-     * the order the thread takes them in. */
-    conn_fork_init();
+    /* the topologies' handlers first (and conn_fork.c's before theirs):
+     * prepare handlers run in reverse order, so ours take the watchdog
+     * mutexes before the topologies' and the connection registry's are
+     * taken, the order the thread takes them in */
+    topo_fork_init();
     pthread_atfork(wd_atfork_prepare, wd_atfork_parent, wd_atfork_child);
 }
 
