@@ -66,6 +66,29 @@ describe("review regressions", function()
     assert.is_true(ok_lease, string.format("believes %.1f s, Redis has %.1f s", believed, remaining / 1000))
   end)
 
+  it("a fair waiter whose wait for the hand-over fails is not handed a lock", function()
+    -- The failed wait's message is no hand-over: taking it for one granted
+    -- a lock (with no fence) that the holder still held.
+    local name = fresh()
+    local c = assert(redislock.connect { url = srv.url })
+    local w = assert(redislock.connect { url = srv.url })
+    local h = assert(c:acquire(name, { ttl = 30 }))
+    local failed = 0
+    local real = with_block(w, function()
+      failed = failed + 1
+      return nil, "connection lost: reset by peer", "connection"
+    end)
+    local l, err = w:acquire(name, { fair = true, ttl = 30, wait = 0.3 })
+    w._conn = real
+    local overlap = l ~= nil and h:held()
+    if l then pcall(l.release, l) end
+    assert(h:release())
+    c:close(); w:close()
+    assert.is_false(overlap, "two holders: the waiter was handed a lock the holder still held")
+    assert.is_true(failed > 0)
+    assert.equal("timeout", err)
+  end)
+
   it("a reentrant group's watchdog registration ends with its last hold", function()
     collectgarbage("stop")   -- (the leak lasts until the group is collected)
     local name = fresh()
