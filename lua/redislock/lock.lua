@@ -87,12 +87,12 @@ end
 --       the transport's default)
 --   key: the name in `keys` of the key it renews
 
+--- The lock granted to the attempt `rec` (redislock.engine), its lease
+-- ending at `expires`; its class is its kind's (Lock unless the kind says).
 -- Fields that start nil (so not set here): lost_reason (why the lease was
 -- lost, once it was), _watch (the watchdog handle, when renewed natively),
 -- _group (a reentrant lock's holds in this client), _reported (on_lost
 -- already called), _replicas and _replicas_timeout (acquire's WAIT).
---- The lock granted to the attempt `rec` (redislock.engine), its lease
--- ending at `expires`.
 function _M.new(rec, fence, expires)
   local kind = rec.kind
   return setmetatable({
