@@ -156,17 +156,29 @@ local function worker_cmd(v, srv, name, counter, start_at)
     HOLD_MS, PAUSE_MS, v.notify, TTL, v.spin or "default")
 end
 
-local function run_variant(v, nprocs, srv, raw)
-  local name = ("bench:handoff:%s:%d"):format(v.name, nprocs)
-  local counter = name .. ":counter"
-  assert(raw:command("DEL", counter))
-  -- Room for every process to start (spawning, Lua start-up, connect).
-  local start_at = core.monotime() + 0.3 + 0.1 * nprocs
+-- A traced worker's stderr: its "trace" and "rtrace" lines, in call order.
+local function traces_of(err_text)
+  local traces, rtraces = {}, {}
+  for line in err_text:gmatch("[^\n]+") do
+    local kind, rest = line:match("^(r?trace) (.*)$")
+    if kind then
+      local f = {}
+      for x in rest:gmatch("%S+") do f[#f + 1] = tonumber(x) end
+      if kind == "trace" then
+        traces[#traces + 1] = { woke = f[1], try0 = f[2], w0 = f[3], w1 = f[4], try1 = f[5],
+                                waits = f[6], tries = f[7] }
+      else
+        rtraces[#rtraces + 1] = { r0 = f[1], u0 = f[2], u1 = f[3], r1 = f[4] }
+      end
+    end
+  end
+  return traces, rtraces
+end
 
-  local before = snapshot(raw)
-  local procs = {}
-  for i = 1, nprocs do procs[i] = helpers.spawn(worker_cmd(v, srv, name, counter, start_at)) end
-
+-- Waits for the workers and reads their holds (each with its trace, if
+-- traced). Returns the holds, whether every worker ended well, and the
+-- client's round trips (spin-poll counts its own).
+local function collect(v, nprocs, procs)
   local holds, ok = {}, true
   local client_rt = 0
   for i, p in ipairs(procs) do
@@ -176,21 +188,7 @@ local function run_variant(v, nprocs, srv, raw)
       fail(("%s x%d: worker %d exited %s: %s"):format(v.name, nprocs, i, tostring(code),
         p:stderr():sub(1, 500)))
     end
-    local traces, rtraces = {}, {}
-    local err_text = p:stderr()
-    for line in err_text:gmatch("[^\n]+") do
-      local kind, rest = line:match("^(r?trace) (.*)$")
-      if kind then
-        local f = {}
-        for x in rest:gmatch("%S+") do f[#f + 1] = tonumber(x) end
-        if kind == "trace" then
-          traces[#traces + 1] = { woke = f[1], try0 = f[2], w0 = f[3], w1 = f[4], try1 = f[5],
-                                  waits = f[6], tries = f[7] }
-        else
-          rtraces[#rtraces + 1] = { r0 = f[1], u0 = f[2], u1 = f[3], r1 = f[4] }
-        end
-      end
-    end
+    local traces, rtraces = traces_of(p:stderr())
     local k = 0
     for a, b, x in p:stdout():gmatch("hold (%S+) (%S+) (%d+)") do
       k = k + 1
@@ -200,27 +198,47 @@ local function run_variant(v, nprocs, srv, raw)
     end
     p:stop()
   end
-  if not wait_workers_gone(raw) then fail(v.name .. ": worker connections still open after 5 s") end
-  local after = snapshot(raw)
-  local final = raw:command("GET", counter)
-  final = final and tonumber(final) or 0
+  return holds, ok, client_rt
+end
 
-  local r = { variant = v.name, procs = nprocs, acq = #holds, counter = final, ok = ok,
-              expected = nprocs * ITERATIONS }
-
-  -- order the holds of the run
+-- The holds of a run in their order: by fence (redislock; a fence granted
+-- twice is a failure), or by t_acquired for spin-poll.
+local function order(v, nprocs, holds)
   if v.kind == "spin" then
     table.sort(holds, function(x, y) return x.t_acq < y.t_acq end)
-  else
-    table.sort(holds, function(x, y) return x.x < y.x end)
-    for i = 2, #holds do
-      if holds[i].x == holds[i - 1].x then
-        fail(("%s x%d: fence %d granted twice"):format(v.name, nprocs, holds[i].x))
-        break
-      end
+    return
+  end
+  table.sort(holds, function(x, y) return x.x < y.x end)
+  for i = 2, #holds do
+    if holds[i].x == holds[i - 1].x then
+      fail(("%s x%d: fence %d granted twice"):format(v.name, nprocs, holds[i].x))
+      break
     end
   end
+end
 
+-- A handoff to a waiter that this very release woke up, cut into steps
+-- (h: the hold, prev: the one before it), into parts.
+local function add_steps(parts, h, prev, gap)
+  local tr, rr = h.trace, prev.rtrace
+  local function add(key, a, b) parts[key][#parts[key] + 1] = (b - a) * 1000 end
+  add("unwatch", prev.t_rel, rr.u1)    -- releaser: poll + watchdog unregistration
+  add("notify", rr.u1, tr.woke)        -- release script sent -> waiter's BLPOP returned
+  if tr.try0 >= tr.woke then           -- woken, then retried (a plain wait)
+    add("resume", tr.woke, tr.try0)    -- waiter's Lua up to its retry
+    add("script", tr.try0, tr.w0)      -- the acquire script's round trip
+  else                                 -- the BLPOP reply came with the lock: the
+    add("granted", tr.woke, tr.w0)     -- grant (fair) or the queued attempt (notify)
+  end
+  add("watch", tr.w0, tr.w1)           -- watchdog registration
+  add("rest", tr.w1, h.t_acq)          -- back to the worker
+  parts.total[#parts.total + 1] = gap
+end
+
+-- The gaps between the ordered holds: handoffs (to another process) and
+-- re-acquisitions (by the same), the overlaps, the last release, and the
+-- steps of the handoffs the traces cut up.
+local function handoffs_of(holds)
   local handoffs, reacq = {}, {}
   local parts = { unwatch = {}, notify = {}, resume = {}, script = {}, granted = {}, watch = {}, rest = {},
                   total = {},
@@ -236,39 +254,67 @@ local function run_variant(v, nprocs, srv, raw)
       local tr, rr = h.trace, prev.rtrace
       if h.proc ~= prev.proc and tr and rr and tr.waits > 0 and tr.woke >= prev.t_rel
           and tr.w0 >= tr.woke and tr.w1 > 0 and rr.u1 > 0 then
-        -- a handoff to a waiter that this very release woke up, cut into steps
-        local function add(key, a, b) parts[key][#parts[key] + 1] = (b - a) * 1000 end
-        add("unwatch", prev.t_rel, rr.u1)    -- releaser: poll + watchdog unregistration
-        add("notify", rr.u1, tr.woke)        -- release script sent -> waiter's BLPOP returned
-        if tr.try0 >= tr.woke then           -- woken, then retried (a plain wait)
-          add("resume", tr.woke, tr.try0)    -- waiter's Lua up to its retry
-          add("script", tr.try0, tr.w0)      -- the acquire script's round trip
-        else                                 -- the BLPOP reply came with the lock: the
-          add("granted", tr.woke, tr.w0)     -- grant (fair) or the queued attempt (notify)
-        end
-        add("watch", tr.w0, tr.w1)           -- watchdog registration
-        add("rest", tr.w1, h.t_acq)          -- back to the worker
-        parts.total[#parts.total + 1] = gap
+        add_steps(parts, h, prev, gap)
       end
       if prev.rtrace and prev.rtrace.u1 > 0 then
         parts.release_rtt[#parts.release_rtt + 1] = (prev.rtrace.r1 - prev.rtrace.u1) * 1000
       end
     end
   end
-  if v.traced then
-    local calls, waits, lost, tries = 0, 0, 0, 0
-    for _, h in ipairs(holds) do
-      local tr = h.trace
-      if tr then
-        calls = calls + 1
-        waits = waits + tr.waits
-        tries = tries + tr.tries
-        lost = lost + math.max(tr.waits - 1, 0)
-      end
+  return handoffs, reacq, parts, overlaps, last_rel
+end
+
+-- What the traces of a traced run add up to.
+local function trace_summary(holds, parts)
+  local calls, waits, lost, tries = 0, 0, 0, 0
+  for _, h in ipairs(holds) do
+    local tr = h.trace
+    if tr then
+      calls = calls + 1
+      waits = waits + tr.waits
+      tries = tries + tr.tries
+      lost = lost + math.max(tr.waits - 1, 0)
     end
-    for _, t in pairs(parts) do table.sort(t) end
-    r.trace = { parts = parts, calls = calls, waits = waits, lost = lost, tries = tries }
   end
+  for _, t in pairs(parts) do table.sort(t) end
+  return { parts = parts, calls = calls, waits = waits, lost = lost, tries = tries }
+end
+
+-- Round trips and commands per acquisition, as the server counts them,
+-- into r.
+local function server_counts(r, before, after)
+  local calls = diff_calls(before, after)
+  r.round_trips, r.conns = lib.round_trips(before, after)
+  local acq = math.max(r.acq, 1)
+  r.rt = r.round_trips / acq - CS_ROUND_TRIPS
+  local total = 0
+  calls.info = nil
+  for _, n in pairs(calls) do total = total + n end
+  r.cmds = total / acq - CS_ROUND_TRIPS
+  r.calls = calls
+end
+
+local function run_variant(v, nprocs, srv, raw)
+  local name = ("bench:handoff:%s:%d"):format(v.name, nprocs)
+  local counter = name .. ":counter"
+  assert(raw:command("DEL", counter))
+  -- Room for every process to start (spawning, Lua start-up, connect).
+  local start_at = core.monotime() + 0.3 + 0.1 * nprocs
+
+  local before = snapshot(raw)
+  local procs = {}
+  for i = 1, nprocs do procs[i] = helpers.spawn(worker_cmd(v, srv, name, counter, start_at)) end
+  local holds, ok, client_rt = collect(v, nprocs, procs)
+  if not wait_workers_gone(raw) then fail(v.name .. ": worker connections still open after 5 s") end
+  local after = snapshot(raw)
+  local final = raw:command("GET", counter)
+  final = final and tonumber(final) or 0
+
+  local r = { variant = v.name, procs = nprocs, acq = #holds, counter = final, ok = ok,
+              expected = nprocs * ITERATIONS }
+  order(v, nprocs, holds)
+  local handoffs, reacq, parts, overlaps, last_rel = handoffs_of(holds)
+  if v.traced then r.trace = trace_summary(holds, parts) end
   if overlaps > 0 then fail(("%s x%d: %d holds overlap another"):format(v.name, nprocs, overlaps)) end
   if r.counter ~= r.acq or r.acq ~= r.expected then
     fail(("%s x%d: counter %d, acquisitions %d, expected %d"):format(v.name, nprocs, r.counter,
@@ -285,17 +331,7 @@ local function run_variant(v, nprocs, srv, raw)
   r.wall = last_rel - start_at
   r.rate = r.acq / r.wall
   r.overlaps = overlaps
-
-  -- round trips, as the server counts them
-  local calls = diff_calls(before, after)
-  r.round_trips, r.conns = lib.round_trips(before, after)
-  local acq = math.max(r.acq, 1)
-  r.rt = r.round_trips / acq - CS_ROUND_TRIPS
-  local total = 0
-  calls.info = nil
-  for _, n in pairs(calls) do total = total + n end
-  r.cmds = total / acq - CS_ROUND_TRIPS
-  r.calls = calls
+  server_counts(r, before, after)
   if v.kind == "spin" then r.client_rt = client_rt end
   return r
 end

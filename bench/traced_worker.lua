@@ -8,11 +8,11 @@ helpers.lua_cmd, so that ./lua and ./?.so come first on the paths).
 
 Wraps, in this process only, methods of the worker's client (by name and with
 any arguments, so the wrappers do not depend on signatures), of its C
-connection (watch, and script for the acquire scripts), of the watch handle
-(unwatch) and of the lock (release).
+connection (block, wait_try, watch, and script for the acquire scripts), of
+the watch handle (unwatch) and of the lock (release).
 For every client:acquire call it records
-  woke   when the call's last BLPOP wait (Client:_wait_release, or the
-         channel's wait_try) returned (0 if the call never waited)
+  woke   when the call's last BLPOP wait (the channel's block, or its
+         wait_try) returned (0 if the call never waited)
   try0   when its last attempt (its acquire script, conn:script) was sent: the
          winning one (for an attempt queued behind a BLPOP by wait_try, when
          that BLPOP was sent)
@@ -88,7 +88,7 @@ redislock.connect = function(...)
       cur.w0, cur.w1, cur.try1, cur.waits, cur.tries)
     wrap_lock(lock)
   end)
-  wrap(client, "_wait_release", nil, function()
+  wrap(methods(client._conn), "block", nil, function()
     cur.woke = monotime()
     cur.waits = cur.waits + 1
   end)
@@ -106,9 +106,9 @@ redislock.connect = function(...)
   end)
   wrap(methods(client._conn), "watch", function() cur.w0 = monotime() end,
     function() cur.w1 = monotime() end)
-  -- An attempt is its acquire script (acquire.lua calls its attempt
-  -- function directly, not through the client, so the channel is where
-  -- one can be seen).
+  -- An attempt is its acquire script (the engine calls its kind's attempt
+  -- directly, not through the client, so the channel is where one can be
+  -- seen).
   local attempt_scripts = { acquire = true, acquire_fair = true, acquire_reentrant = true }
   local conn_methods = methods(client._conn)
   local script = conn_methods.script

@@ -11,16 +11,22 @@
 --   errors.lua    the kinds of failure: nil, err, kind (docs/errors.md)
 --   keys.lua      the key layout of a name (one Cluster slot per name)
 --   lock.lua      the lock object: held, extend, release, lease_end
---   acquire.lua   acquire, waiting (notify, fair, backoff), with_lock
---   fencing.lua   fenced_set, fenced_get
---   admin.lua     inspect, release_token, break_lock
---   reentrant.lua reentrant holds (owner tokens, one renewal each), adopt
+--   options.lua   the options of every call that takes a lease
+--   engine.lua    how every lease is taken: the attempt record, the one
+--                 wait loop (notify, fair, backoff), the one grant path
+--   acquire.lua   plain and fair locks, adopt
+--   reentrant.lua reentrant holds (owner tokens, one renewal each)
 --   rwlock.lua, semaphore.lua   the shared primitives (sets of leases);
---   waiting.lua   their options and wait loop
+--   shares.lua    what those two share
+--   redlock.lua   the Redlock client, a class of its own
+--   fencing.lua   fenced_set, fenced_get
+--   admin.lua     inspect, list, release_token, break_lock
 --   losses.lua    delivering the watchdog's loss reports to on_lost
 --   metrics.lua   counters, histograms, stats(), metrics() (Prometheus)
 --   events.lua    on_event: structured events
---   client.lua    the client object: poll, fd, stats, warnings, close
+--   client_base.lua  what every client is: poll, fd, stats, warnings, close
+--   client.lua    the client object: its surface, each method a call to
+--                 the module of its concern
 --   channel.lua   the contract between this policy and a transport;
 --   native.lua, cosocket.lua   the two transports
 --   url.lua, backoff.lua, cli.lua (cli_options.lua, cli_help.lua)

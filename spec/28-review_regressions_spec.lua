@@ -13,6 +13,19 @@ describe("review regressions", function()
   local fx = helpers.redis_fixture { raw = true }
   setup(function() srv, raw = fx.srv, fx.raw end)
 
+  -- A channel over the client's own that answers `block` with f(...)
+  -- instead (the wait for a release); everything else goes to the real one.
+  local function with_block(client, f)
+    local real = client._conn
+    client._conn = setmetatable({}, { __index = function(_, k)
+      if k == "block" then return function(_, ...) return f(...) end end
+      local v = real[k]
+      if type(v) == "function" then return function(_, ...) return v(real, ...) end end
+      return v
+    end })
+    return real
+  end
+
   it("fair hand-over picked up after the fence counter expired keeps its short lease", function()
     local name = fresh()
     local key = "{" .. name .. "}"
@@ -20,22 +33,25 @@ describe("review regressions", function()
     local w = assert(redislock.connect { url = srv.url, fence_ttl = 1 })
     local x = assert(redislock.connect { url = srv.url })
     local h = assert(c:acquire(name, { ttl = 30 }))
-    -- the waiter's first attempt: it enters the line
-    local keys = w._keys_of(name)
-    local token = assert(core.token())
-    local opts = { fair = true, ttl = 30 }
-    local l, err = w:_try(name, keys, token, 30, "fair", opts, nil, core.monotime(), false)
-    assert.is_nil(l); assert.equal("busy", err)
-    -- the holder releases: the lock is handed to the waiter with a 3 s lease
-    assert.is_true(h:release())
-    assert.equal(token, raw:command("GET", key))
-    -- the waiter misses its wakeup and comes back a little later, after the
-    -- fence counter's fence_ttl (1 s) ran out (or after it was evicted)
-    helpers.sleep(1.2)
-    assert.equal(0, raw:command("EXISTS", key .. ":fence"))
-    local remaining = raw:command("PTTL", key)
+    -- The waiter's first attempt puts it in line. It then misses its
+    -- wakeup: while it waits, the holder releases (the lock is handed to
+    -- the waiter with a 3 s lease), and the wait comes back a little
+    -- later with nothing, after the fence counter's fence_ttl (1 s) ran
+    -- out (or after it was evicted). Its next attempt finds the hand-over.
+    local handed_to, fence_left, remaining
+    local real = with_block(w, function()
+      assert(h:release())
+      handed_to = raw:command("GET", key)
+      helpers.sleep(1.2)
+      fence_left = raw:command("EXISTS", key .. ":fence")
+      remaining = raw:command("PTTL", key)
+      return false   -- (no wakeup came in time)
+    end)
+    local lock = assert(w:acquire(name, { fair = true, ttl = 30, wait = 5 }))
+    w._conn = real
+    assert.equal(lock.token, handed_to)
+    assert.equal(0, fence_left)
     assert.is_true(remaining > 0 and remaining < 2000)
-    local lock = assert(w:_try(name, keys, token, 30, "fair", opts, nil, core.monotime(), false))
     local believed = lock:lease_end() - core.monotime()
     -- SAFE: the lease it counts on is at most what Redis has left
     local ok_lease = believed <= remaining / 1000
@@ -48,6 +64,29 @@ describe("review regressions", function()
     c:close(); w:close(); x:close()
     assert.is_false(overlap, "two holders: the rival got it while the waiter's lock:held() is true")
     assert.is_true(ok_lease, string.format("believes %.1f s, Redis has %.1f s", believed, remaining / 1000))
+  end)
+
+  it("a fair waiter whose wait for the hand-over fails is not handed a lock", function()
+    -- The failed wait's message is no hand-over: taking it for one granted
+    -- a lock (with no fence) that the holder still held.
+    local name = fresh()
+    local c = assert(redislock.connect { url = srv.url })
+    local w = assert(redislock.connect { url = srv.url })
+    local h = assert(c:acquire(name, { ttl = 30 }))
+    local failed = 0
+    local real = with_block(w, function()
+      failed = failed + 1
+      return nil, "connection lost: reset by peer", "connection"
+    end)
+    local l, err = w:acquire(name, { fair = true, ttl = 30, wait = 0.3 })
+    w._conn = real
+    local overlap = l ~= nil and h:held()
+    if l then pcall(l.release, l) end
+    assert(h:release())
+    c:close(); w:close()
+    assert.is_false(overlap, "two holders: the waiter was handed a lock the holder still held")
+    assert.is_true(failed > 0)
+    assert.equal("timeout", err)
   end)
 
   it("a reentrant group's watchdog registration ends with its last hold", function()

@@ -1,11 +1,14 @@
---- redislock.admin: looking at and clearing locks from outside (Client
--- methods, for operators and the CLI): who holds a lock and since when
+--- redislock.admin: looking at and clearing locks from outside (for
+-- operators and the CLI): who holds a lock and since when
 -- (redislock.holder), every lock held now, and the break-glass tools.
+-- Plain functions of a client (client.lua's methods call them); scan,
+-- glob_pattern and break_lock serve the Redlock client too.
 
 local checks = require "redislock.checks"
 local errors = require "redislock.errors"
 local holdermod = require "redislock.holder"
 local keysmod = require "redislock.keys"
+local MUTEX = require("redislock.acquire").MUTEX
 checks.own(debug.getinfo(1, "S").source)
 
 local _M = {}
@@ -115,115 +118,90 @@ function _M.break_lock(client, name)
   return client:release_token(name, info.token)
 end
 
-local function install(Client)
-
-  --- What Redis says about the lock `name` now (one round trip).
-  -- syntax: info, err, kind = client:inspect(name)
-  -- info: { held = bool, ttl = seconds or nil, fence = last fence drawn (0
-  -- if never or expired), token = the holder's token or nil (a secret:
-  -- show it only to operators), holder = its label or nil, since = when
-  -- it was granted (seconds since the epoch, the server's clock) or nil,
-  -- held_for = seconds or nil, waiters = n }. holder, since and held_for
-  -- are nil for a lock granted without a label (holder = false, fence =
-  -- false) or by an older version.
-  function Client:inspect(name)
-    checks.check_name("inspect", name)
-    local ch = self:_open()
-    local keys = self._keys_of(name)
-    local r, err, kind = ch:script("inspect", keys.lock, keys.fence, keys.holder, keys.waiting, keys.deadlines)
-    if not r then return errors.fail(err, kind) end
-    local token, pttl = r[1], r[2]
-    return {
-      held = token ~= false,
-      ttl = (token and pttl > 0) and pttl / 1000 or nil,
-      fence = r[3] and tonumber(r[3]) or 0,
-      token = token or nil,
-      holder = token and r[4] or nil,
-      since = token and holdermod.since(r[5]) or nil,
-      held_for = token and r[6] and r[6] / 1000 or nil,
-      waiters = r[7],
-    }
-  end
-
-  -- The holders of the read-write lock `name`: rows of list(); and the
-  -- waiters.
-  function Client:_rw_holders(name)
-    local k = keysmod.rwlock(self._prefix, name)
-    local r, err, kind = self:_open():script("rw_inspect", k.writer, k.readers, k.marker, k.writer_holder,
-      k.reader_holders, k.readers_waiting, k.writers_waiting, MAX_SHARES)
-    if not r then return errors.fail(err, kind) end
-    local rows = shares(r[7], "read")
-    if r[1] ~= -2 then
-      table.insert(rows, 1, { kind = "write", holder = r[2] or nil, since = holdermod.since(r[3]),
-        held_for = r[4] and r[4] / 1000 or nil, ttl = r[1] > 0 and r[1] / 1000 or nil })
-    end
-    return rows, r[8] + r[9], r
-  end
-
-  -- The permits of the semaphore `name`: rows of list(); the waiters; the
-  -- limit (-1: none stored) and the permits in use.
-  function Client:_sem_holders(name)
-    local k = keysmod.semaphore(self._prefix, name)
-    local r, err, kind = self:_open():script("sem_inspect", k.permits, k.limit, k.holders, k.waiting, MAX_SHARES)
-    if not r then return errors.fail(err, kind) end
-    return shares(r[3], "permit"), r[4], r[1], r[2]
-  end
-
-  --- Every lock held now whose name matches `pattern` (a glob as Redis'
-  -- MATCH has it: *, ?, [abc]; default "*"), found with SCAN (never KEYS)
-  -- on every node: the one Redis, the Sentinel's master, every master of a
-  -- Cluster. One row per holder: a lock's, a rwlock's writer and each
-  -- reader, each permit of a semaphore; sorted by name.
-  -- syntax: rows, err, kind = client:list(pattern)
-  -- row: { name =, kind = "lock" | "write" | "read" | "permit", holder =,
-  --        since =, held_for =, ttl =, waiters =, fence = (locks, writers) }
-  function Client:list(pattern)
-    if pattern == nil then pattern = "*" end
-    checks.check_string("list", "pattern", pattern)
-    local ch = self:_open()
-    local found, err, kind = _M.scan(ch, self._prefix, pattern)
-    if not found then return nil, err, kind end
-    local rows = {}
-    for _, f in ipairs(found) do
-      local name, what = f[1], f[2]
-      local list, waiters, k3
-      if what == "lock" then
-        local info
-        info, err, kind = self:inspect(name)
-        if not info then return nil, err, kind end
-        list = info.held and { { kind = "lock", holder = info.holder, since = info.since, held_for = info.held_for,
-          ttl = info.ttl, fence = info.fence } } or {}
-        waiters = info.waiters
-      elseif what == "rwlock" then
-        list, waiters, k3 = self:_rw_holders(name)
-      else
-        list, waiters, k3 = self:_sem_holders(name)
-      end
-      if not list then return nil, waiters, k3 end
-      for _, row in ipairs(list) do
-        row.name, row.waiters = name, waiters
-        rows[#rows + 1] = row
-      end
-    end
-    return rows
-  end
-
-  --- Releases `name` on behalf of its holder, given the holder's token (an
-  -- operator's tool): the same compare-and-delete as lock:release().
-  -- syntax: ok, err = client:release_token(name, token)
-  function Client:release_token(name, token)
-    checks.check_name("release_token", name)
-    checks.check_string("release_token", "token", token)
-    self:_open()
-    local r, err, kind = self:_release_keys(self._keys_of(name), token)
-    if not r then return errors.fail(err, kind) end
-    if r ~= 1 then return nil, "not held", "not held" end
-    return true
-  end
-
-  Client.break_lock = _M.break_lock
+--- What Redis says about the lock `name` now (one round trip): client:inspect.
+function _M.inspect(client, name)
+  checks.check_name("inspect", name)
+  local ch = client:_open()
+  local keys = client._keys_of(name)
+  local r, err, kind = ch:script("inspect", keys.lock, keys.fence, keys.holder, keys.waiting, keys.deadlines)
+  if not r then return errors.fail(err, kind) end
+  local token, pttl = r[1], r[2]
+  return {
+    held = token ~= false,
+    ttl = (token and pttl > 0) and pttl / 1000 or nil,
+    fence = r[3] and tonumber(r[3]) or 0,
+    token = token or nil,
+    holder = token and r[4] or nil,
+    since = token and holdermod.since(r[5]) or nil,
+    held_for = token and r[6] and r[6] / 1000 or nil,
+    waiters = r[7],
+  }
 end
 
--- require("redislock.admin")(Client) installs the methods; the module's
--- own functions (scan, glob_pattern, break_lock) serve the Redlock client too.
-return setmetatable(_M, { __call = function(_, Client) return install(Client) end })
+--- The holders of the read-write lock `name`: rows of list(); the
+-- waiters; and rw_inspect's reply.
+function _M.rw_holders(client, name)
+  local k = keysmod.rwlock(client._prefix, name)
+  local r, err, kind = client:_open():script("rw_inspect", k.writer, k.readers, k.marker, k.writer_holder,
+    k.reader_holders, k.readers_waiting, k.writers_waiting, MAX_SHARES)
+  if not r then return errors.fail(err, kind) end
+  local rows = shares(r[7], "read")
+  if r[1] ~= -2 then
+    table.insert(rows, 1, { kind = "write", holder = r[2] or nil, since = holdermod.since(r[3]),
+      held_for = r[4] and r[4] / 1000 or nil, ttl = r[1] > 0 and r[1] / 1000 or nil })
+  end
+  return rows, r[8] + r[9], r
+end
+
+--- The permits of the semaphore `name`: rows of list(); the waiters; the
+-- limit (-1: none stored) and the permits in use.
+function _M.sem_holders(client, name)
+  local k = keysmod.semaphore(client._prefix, name)
+  local r, err, kind = client:_open():script("sem_inspect", k.permits, k.limit, k.holders, k.waiting, MAX_SHARES)
+  if not r then return errors.fail(err, kind) end
+  return shares(r[3], "permit"), r[4], r[1], r[2]
+end
+
+-- The rows of one name found by scan() (`what` it is), and its waiters.
+local function rows_of(client, name, what)
+  if what == "rwlock" then return _M.rw_holders(client, name) end
+  if what == "semaphore" then return _M.sem_holders(client, name) end
+  local info, err, kind = _M.inspect(client, name)
+  if not info then return nil, err, kind end
+  local list = info.held and { { kind = "lock", holder = info.holder, since = info.since, held_for = info.held_for,
+    ttl = info.ttl, fence = info.fence } } or {}
+  return list, info.waiters
+end
+
+--- Every lock held now whose name matches `pattern`: client:list.
+function _M.list(client, pattern)
+  if pattern == nil then pattern = "*" end
+  checks.check_string("list", "pattern", pattern)
+  local found, err, kind = _M.scan(client:_open(), client._prefix, pattern)
+  if not found then return nil, err, kind end
+  local rows = {}
+  for _, f in ipairs(found) do
+    local name = f[1]
+    local list, waiters, k3 = rows_of(client, name, f[2])
+    if not list then return nil, waiters, k3 end
+    for _, row in ipairs(list) do
+      row.name, row.waiters = name, waiters
+      rows[#rows + 1] = row
+    end
+  end
+  return rows
+end
+
+--- Releases `name` on behalf of its holder, given the holder's token:
+-- client:release_token.
+function _M.release_token(client, name, token)
+  checks.check_name("release_token", name)
+  checks.check_string("release_token", "token", token)
+  client:_open()
+  local r, err, kind = MUTEX.release(client, client._keys_of(name), token)
+  if not r then return errors.fail(err, kind) end
+  if r ~= 1 then return nil, "not held", "not held" end
+  return true
+end
+
+return _M

@@ -418,31 +418,20 @@ local function numbers_of(set)
   return list
 end
 
-local function cmd_run(args, launch)
-  local opts, rest = parse(args, 2, RUN_SPEC)
-  if opts.help then return say(io.stdout, HELP.run) or 0 end
-  if opts.version then return say(io.stdout, "redislock ", redislock._VERSION) or 0 end
-  local name, command, on_lost, conflict, death_signal = check_run(opts, rest)
-  local url = resolve_url(opts)
-  -- What was ignored when we started stays ignored, here and in COMMAND.
-  -- The launcher read the kernel's list before lua.c put its own SIGINT
-  -- handler in place; without it, SIGINT's first state is unknown.
-  local ignored = process.ignored_signals(launch and launch.sigign)
-
-  -- (ignored from here on, the wait included)
-  local ignore = numbers_of(ignored)
-  process.ignore_signals(ignore)
-  local client, code = connect(opts, url)
-  if not client then return code end
+-- Takes the lock for the job of `run` (check_run's fields, and the
+-- signals ignored at start). Ctrl-C (SIGINT) and SIGTERM end the wait at
+-- once, as with flock: the library gives back whatever the wait may have
+-- been granted, and we die of that signal (130, 143). From the signalfd
+-- on, they are read there instead (and passed on to the job).
+-- Returns the lock and the signalfd, or nil and the exit status (the
+-- client closed then).
+local function take(client, run, opts)
   local t0 = core.monotime()
+  local ignored = run.ignored
   local watched = { "CHLD" }
   for _, sig in ipairs(FORWARDED) do
     if not ignored[sig] then watched[#watched + 1] = sig end
   end
-  -- Ctrl-C (SIGINT) and SIGTERM end the wait at once, as with flock: the
-  -- library gives back whatever the wait may have been granted, and we
-  -- die of that signal (130, 143). From the signalfd on, they are read
-  -- there instead (and passed on to the job).
   local stops = {}
   for _, sig in ipairs({ "INT", "TERM" }) do
     if not ignored[sig] then stops[#stops + 1] = sig end
@@ -450,9 +439,9 @@ local function cmd_run(args, launch)
   process.stop_on(stops)
   -- Who holds it, for `status` and `list` elsewhere: this guard and its job
   local label = textmod.utf8(string.format("%s:%d %s", core.hostname() or "?", core.getpid(),
-    table.concat(command, " ")), holdermod.MAX)
+    table.concat(run.command, " ")), holdermod.MAX)
   local ok, lock, err, sfd = pcall(function()
-    local l, e = client:acquire(name, { ttl = opts.ttl or 30, wait = opts.wait or 0, holder = label })
+    local l, e = client:acquire(run.name, { ttl = opts.ttl or 30, wait = opts.wait or 0, holder = label })
     -- Signals become readable on a signalfd; the child gets them unblocked.
     local fd = l and assert(process.signalfd(watched))
     process.stop_on(nil)
@@ -466,30 +455,35 @@ local function cmd_run(args, launch)
     client:close()
     if not stopped then error(lock, 0) end
     process.die_by(stopped)
-    return 128 + process.signum(stopped)
+    return nil, 128 + process.signum(stopped)
   end
   if not lock then
     local kind = errors.kind_of(err)
     if kind == "busy" or kind == "timeout" then
       -- Silent by default, like flock -n: cron mails whatever a job prints.
       if opts.verbose then
-        local info = client:inspect(name)
+        local info = client:inspect(run.name)
         local by = info and info.holder and ("by " .. textmod.shown(info.holder, holdermod.MAX) ..
           (info.held_for and " for " .. seconds(info.held_for) or "")) or "elsewhere"
-        say(io.stderr, "redislock: ", textmod.shown(name), " is held ", by, " (", kind, ")")
+        say(io.stderr, "redislock: ", textmod.shown(run.name), " is held ", by, " (", kind, ")")
       end
       client:close()
-      return conflict
+      return nil, run.conflict
     end
     client:close()
-    return fail(EXIT.unavailable, err)
+    return nil, fail(EXIT.unavailable, err)
   end
   if opts.verbose then
-    say(io.stderr, "redislock: took ", name, " (fence ", fence_string(lock.fence), ") after ",
+    say(io.stderr, "redislock: took ", run.name, " (fence ", fence_string(lock.fence), ") after ",
       string.format("%.3f", core.monotime() - t0), " s")
     for _, w in ipairs(warnings_of(client)) do say(io.stderr, "redislock: warning: ", w) end
   end
+  return lock, sfd
+end
 
+-- Runs the job of `run` holding `lock` (sfd: the signalfd take() made),
+-- and releases it after. Returns the exit status.
+local function guard(client, lock, sfd, run, opts)
   local rfd, wfd
   if not opts.close then
     assert(process.subreaper())
@@ -497,7 +491,7 @@ local function cmd_run(args, launch)
   end
 
   local env = {
-    REDISLOCK_NAME = name,
+    REDISLOCK_NAME = run.name,
     REDISLOCK_TOKEN = lock.token,
     REDISLOCK_FENCE = fence_string(lock.fence),
   }
@@ -512,6 +506,7 @@ local function cmd_run(args, launch)
   -- The job's own process group, led by a process that passes our death
   -- on to all of it (csrc/process_leader.c); not at a terminal's prompt,
   -- where the job must stay in the terminal's foreground group.
+  local death_signal = run.death_signal
   local leader = not process.foreground_tty() and process.job_leader(death_signal, opts["kill-after"] or 10) or nil
   local function end_leader(job)
     if job.leader then
@@ -519,9 +514,8 @@ local function cmd_run(args, launch)
       process.waitpid(job.leader)
     end
   end
-  local pid, why
-  pid, why, code = process.spawn(command, env, { ignore = ignore, death_signal = death_signal, keep_fd = wfd,
-    pgid = leader })
+  local pid, why, code = process.spawn(run.command, env, { ignore = run.ignore, death_signal = death_signal,
+    keep_fd = wfd, pgid = leader })
   if wfd then process.close(wfd) end
   local job = { pid = pid, rfd = rfd, sfd = sfd, self = core.getpid(), leader = leader }
   if not pid then
@@ -534,8 +528,29 @@ local function cmd_run(args, launch)
   end_leader(job)
   if not lost then lock:release() end
   client:close()
-  if lost and on_lost ~= "ignore" then return EXIT.lost end
+  if lost and run.on_lost ~= "ignore" then return EXIT.lost end
   return status
+end
+
+local function cmd_run(args, launch)
+  local opts, rest = parse(args, 2, RUN_SPEC)
+  if opts.help then return say(io.stdout, HELP.run) or 0 end
+  if opts.version then return say(io.stdout, "redislock ", redislock._VERSION) or 0 end
+  local run = {}
+  run.name, run.command, run.on_lost, run.conflict, run.death_signal = check_run(opts, rest)
+  local url = resolve_url(opts)
+  -- What was ignored when we started stays ignored, here and in COMMAND.
+  -- The launcher read the kernel's list before lua.c put its own SIGINT
+  -- handler in place; without it, SIGINT's first state is unknown.
+  run.ignored = process.ignored_signals(launch and launch.sigign)
+  -- (ignored from here on, the wait included)
+  run.ignore = numbers_of(run.ignored)
+  process.ignore_signals(run.ignore)
+  local client, code = connect(opts, url)
+  if not client then return code end
+  local lock, sfd = take(client, run, opts)
+  if not lock then return sfd end   -- (the exit status)
+  return guard(client, lock, sfd, run, opts)
 end
 
 local COMMANDS = { run = cmd_run, status = cmd_status, list = cmd_list, release = cmd_release,

@@ -1,18 +1,25 @@
---- redislock.client: the client object that redislock.connect returns.
+--- redislock.client: the client object that redislock.connect returns
+-- (over one Redis, Sentinel or Cluster; Redlock's is redlock.lua's).
 --
--- Its methods come from files of one concern each: acquire.lua (taking and
--- waiting), fencing.lua (fenced resources), admin.lua (inspect, break);
--- this file holds the rest: loss delivery, counters, warnings, close.
--- Every method raises at the caller's line once the client is closed.
+-- Its whole surface is here; each method hands its call to the module of
+-- its concern, as a plain function of the client: acquire.lua (acquire,
+-- adopt), engine.lua (with_lock, and the waiting behind every acquire),
+-- rwlock.lua, semaphore.lua, fencing.lua (fenced resources), admin.lua
+-- (inspect, list, release_token, break_lock); client_base.lua what every
+-- client has (poll, fd, stats, metrics, warnings, server_info, close).
 
 local core = require "redislock.core"
 local checks = require "redislock.checks"
-local keys = require "redislock.keys"
-local losses = require "redislock.losses"
-local metrics = require "redislock.metrics"
-local events = require "redislock.events"
-local errors = require "redislock.errors"
+local base = require "redislock.client_base"
+local acquire = require "redislock.acquire"
+local engine = require "redislock.engine"
+local rwlock = require "redislock.rwlock"
+local semaphore = require "redislock.semaphore"
+local fencing = require "redislock.fencing"
+local admin = require "redislock.admin"
 checks.own(debug.getinfo(1, "S").source)
+
+local take = acquire.acquire
 
 local _M = {}
 
@@ -20,129 +27,119 @@ local Client = {}
 Client.__index = Client
 _M.Client = Client
 
-require("redislock.acquire")(Client)
-require("redislock.fencing")(Client)
-require("redislock.admin")(Client)
-require("redislock.reentrant").install(Client)
-require("redislock.rwlock").install(Client)
-require("redislock.semaphore").install(Client)
+for _, m in ipairs(base.METHODS) do Client[m] = base[m] end
 
 --- A client over channel `ch` (redislock.channel).
 -- settings: prefix, fence_ttl (seconds), warnings (a list of strings),
--- on_event (a function, or nil).
+-- on_event (a function, or nil), holder.
 function _M.new(ch, settings)
-  return setmetatable({
-    _conn = ch,
-    _prefix = settings.prefix,
-    _keys_of = keys.cache(settings.prefix),
-    -- (a script argument: formatted once)
-    _fence_ttl_ms = string.format("%.0f", math.floor(settings.fence_ttl * 1000 + 0.5)),
-    _warnings = settings.warnings,
-    _closed = false,
-    _locks = setmetatable({}, { __mode = "v" }), -- watch id -> lock (or group), for on_lost
-    _wait_avg = {}, _wait_names = 0, -- waits that ended with a release, per name (acquire.lua)
-    _groups = setmetatable({}, { __mode = "v" }), -- a reentrant lock's holds (reentrant.lua)
-    -- The owner token of this client's reentrant locks (secret, like a
-    -- lock's token): acquire(name, {reentrant = true}) enters as this owner
-    -- unless opts.owner says otherwise.
-    owner = assert(core.token()),
-    _owner_pid = core.getpid(),   -- where `owner` was drawn (reentrant.lua)
-    _metrics = metrics.new(),        -- the Lua side's counters (redislock.metrics)
-    _on_event = settings.on_event,   -- fn(event, fields) or nil (redislock.events)
-    _holder = settings.holder,       -- the grants' label: nil (the default), a string, false
-  }, Client)
+  local self = base.new(ch, settings)
+  self._wait_avg, self._wait_names = {}, 0         -- waits that ended with a release, per name (engine.lua)
+  self._groups = setmetatable({}, { __mode = "v" }) -- a reentrant lock's holds (reentrant.lua)
+  -- The owner token of this client's reentrant locks (secret, like a
+  -- lock's token): acquire(name, {reentrant = true}) enters as this owner
+  -- unless opts.owner says otherwise.
+  self.owner = assert(core.token())
+  self._owner_pid = core.getpid()                  -- where `owner` was drawn (reentrant.lua)
+  return setmetatable(self, Client)
 end
 
--- The channel, or a raise at the caller's line once closed.
-function Client:_open()
-  if self._closed then checks.raise("attempt to use a closed client") end
-  return self._conn
+--- Takes the lock `name`, waiting up to opts.wait seconds for it.
+-- syntax: lock, err = client:acquire(name, {ttl=30, wait=0, watchdog=true,
+--           on_lost=fn, max_hold=nil, notify=true, fair=false, spin=0})
+-- err, kind: "busy" (tried once), "timeout" (waited), or another kind of
+-- redislock.errors (connection, redis, watchdog, ...).
+function Client:acquire(name, opts)
+  return take(self, "acquire", name, opts)
 end
 
---- Delivers the watchdog's loss reports: marks those locks lost and calls
--- their on_lost(lock, reason). Every call into the library does this too;
--- call it yourself when client:fd() becomes readable. An error raised by a
--- callback is caught; the last one, with its traceback, is kept in
--- client.callback_error.
--- syntax: n = client:poll()   -- how many losses were delivered
-function Client:poll()
-  if self._closed then checks.raise("attempt to use a closed client") end
-  local ch = self._conn
-  if self._on_event then events.deliver(self, ch) end   -- [events] the C side's, first
-  local reports = ch:losses()
-  if not reports and not self._lost_queue and not self._event_queue then return 0 end
-  return losses.deliver(self, reports, self._locks)
+--- Runs fn(lock, ...) holding the lock, and releases it on every path.
+-- syntax: ok, ... = client:with_lock(name, opts, fn, ...)
+-- Returns true and fn's results, or nil, err when the lock was not taken.
+-- An error raised by fn is raised again after the release.
+function Client:with_lock(name, opts, fn, ...)
+  return engine.with_lock(take, self, name, opts, fn, ...)
 end
 
---- A file descriptor that becomes readable when a loss report is pending,
--- for event loops (cqueues, luv, nginx); then call client:poll().
--- syntax: fd, err, kind = client:fd()
--- err: "watchdog failed: ..." when no eventfd or thread could be made.
-function Client:fd()
-  local fd, err = self:_open():fd()
-  if fd then return fd end
-  return errors.fail("watchdog failed: " .. tostring(err))
+--- Takes over a lock held with `token` (e.g. REDISLOCK_TOKEN, in the job
+-- that `redislock run` started): from now on this client renews it (with
+-- the watchdog) and may release it. The lease becomes at least opts.ttl.
+-- syntax: lock, err = client:adopt(name, token, {ttl=30, watchdog=true,
+--           on_lost=fn, max_hold=nil})
+-- err: "not held" when the lock is gone or held with another token.
+function Client:adopt(name, token, opts)
+  return acquire.adopt(self, name, token, opts)
 end
 
---- Counters and histograms: the C core's (the watchdog's renewals,
--- round_trips, failures, watched, last_batch, lost = { [reason] = n };
--- reconnects, noscript_reloads, topology_changes, ...) and the Lua side's
--- (acquires, busy, timeouts, errors, waits, releases, extends, holds,
--- losses = { [reason] = n }, wait_time, hold_time, hold_ttl_ratio). See
--- redislock.metrics and docs/api.md, "Metrics and events".
--- syntax: t = client:stats()
-function Client:stats()
-  local ch = self:_open()
-  self:poll()   -- losses waiting for delivery count as losses already
-  return metrics.stats(self, ch:stats())
+--- A read-write lock over `name` (no round trip: its keys, in one slot,
+-- apart from the mutex of the same name).
+-- syntax: rw = client:rwlock(name)
+function Client:rwlock(name)
+  return rwlock.new(self, name)
 end
 
---- stats() in the Prometheus text exposition format. opts.labels: constant
--- labels for every sample. No label per lock name (unbounded cardinality).
--- syntax: text = client:metrics({labels = {k = v}})
-function Client:metrics(opts)
-  return metrics.render(self:stats(), opts)
+--- A counting semaphore of `permits` over `name`; stores the limit (one
+-- round trip), which is then in force for every client.
+-- syntax: sem, err = client:semaphore(name, permits)
+function Client:semaphore(name, permits)
+  return semaphore.new(self, name, permits)
 end
 
---- What the client found risky about the server at connect, as sentences
--- for a human (empty when nothing): e.g. a maxmemory-policy that can evict
--- lock keys.
--- syntax: list = client:warnings()
-function Client:warnings()
-  self:_open()
-  local out = {}
-  for i, w in ipairs(self._warnings) do out[i] = w end
-  return out
+--- Writes `value` to the resource only if `fence` is not older than the
+-- newest fence the resource has seen (from fenced_set or fenced_get).
+-- syntax: version, err = client:fenced_set(resource, value, fence)
+-- version: the order in which writes were accepted (1, 2, ...);
+-- err: "stale" when refused, or a connection/redis error.
+function Client:fenced_set(resource, value, fence)
+  return fencing.set(self, resource, value, fence)
 end
 
---- What the client learned of the server when it connected: maxmemory_policy
--- (or info_error), and native = { delifeq =, delex =, set_ifeq =, cad =,
--- cas = } (booleans), the native compare commands the main connection's
--- node has, with native_nodes = { ["host:port"] = {...} } for every node
--- connected so far (docs/native-commands.md).
--- syntax: t = client:server_info()
-function Client:server_info()
-  return self:_open():server_info()
+--- Reads the resource as the holder of `fence`, and refuses older fences
+-- from then on. Returns the value, or false when it was never written
+-- (or was evicted).
+-- syntax: value, err = client:fenced_get(resource, fence)
+-- err: "stale" when a newer fence has been seen, or a connection/redis error.
+function Client:fenced_get(resource, fence)
+  return fencing.get(self, resource, fence)
 end
 
---- Closes the connections and stops the watchdog thread (at once: it never
--- waits for Redis). Idempotent. Locks still held are no longer renewed and
--- keep their lease until their ttl runs out.
--- syntax: client:close()
-function Client:close()
-  if not self._closed then
-    self._closed = true
-    self._conn:close()
-  end
-  return true
+--- What Redis says about the lock `name` now (one round trip).
+-- syntax: info, err, kind = client:inspect(name)
+-- info: { held = bool, ttl = seconds or nil, fence = last fence drawn (0
+-- if never or expired), token = the holder's token or nil (a secret:
+-- show it only to operators), holder = its label or nil, since = when
+-- it was granted (seconds since the epoch, the server's clock) or nil,
+-- held_for = seconds or nil, waiters = n }. holder, since and held_for
+-- are nil for a lock granted without a label (holder = false, fence =
+-- false) or by an older version.
+function Client:inspect(name)
+  return admin.inspect(self, name)
 end
 
-function Client:__close()
-  self:close()
+--- Every lock held now whose name matches `pattern` (a glob as Redis'
+-- MATCH has it: *, ?, [abc]; default "*"), found with SCAN (never KEYS)
+-- on every node: the one Redis, the Sentinel's master, every master of a
+-- Cluster. One row per holder: a lock's, a rwlock's writer and each
+-- reader, each permit of a semaphore; sorted by name.
+-- syntax: rows, err, kind = client:list(pattern)
+-- row: { name =, kind = "lock" | "write" | "read" | "permit", holder =,
+--        since =, held_for =, ttl =, waiters =, fence = (locks, writers) }
+function Client:list(pattern)
+  return admin.list(self, pattern)
 end
 
-function Client:__tostring()
-  return tostring(self._conn)
+--- Releases `name` on behalf of its holder, given the holder's token (an
+-- operator's tool): the same compare-and-delete as lock:release().
+-- syntax: ok, err = client:release_token(name, token)
+function Client:release_token(name, token)
+  return admin.release_token(self, name, token)
+end
+
+--- Deletes `name` whoever holds it (a stuck lock), waking its waiters. The
+-- holder is not told until its next renewal; prefer release_token.
+-- syntax: ok, err = client:break_lock(name)
+function Client:break_lock(name)
+  return admin.break_lock(self, name)
 end
 
 return _M

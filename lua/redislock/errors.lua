@@ -66,6 +66,35 @@ function _M.fail(err, hint)
 end
 local fail = _M.fail
 
+-- The texts of the failures the library words itself, each written once
+-- here (the acquire engine, the Redlock client and client:fd use them).
+
+--- A signal ended a wait (csrc/base/intr.h: Ctrl-C while waiting); a wait
+-- the C core ended says so in a message of its own, with the same word.
+_M.STOPPED = "interrupted: a signal ended the wait"
+
+--- Did a signal end the call? (its err then starts with the word)
+function _M.interrupted(err)
+  return type(err) == "string" and err:sub(1, 11) == "interrupted"
+end
+
+--- A grant whose reply came after the lease it gave had ended: released,
+-- never handed out (the caller would act without a lock, etcd #11456).
+_M.TOO_SLOW = "connection too slow: the grant came after its lease ended"
+
+--- What a wait that ran out says: "timeout" where the last attempt said
+-- "busy" (the lock was held all along); any other failure as it was.
+function _M.waited(err)
+  if err == "busy" then return "timeout" end
+  return err
+end
+
+--- The lock was taken but could not be given a renewal path (why: the
+-- transport's reason), or no eventfd could be made for client:fd().
+function _M.watchdog_failed(why)
+  return "watchdog failed: " .. tostring(why)
+end
+
 --- value, or the failure as fail() gives it: the tail of every public call.
 -- syntax: return errors.result(value, err, hint)
 function _M.result(v, err, hint)

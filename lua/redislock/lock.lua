@@ -76,59 +76,38 @@ function _M.wait_replicas(ch, n, timeout)
   return true
 end
 
---- What kind of lease a lock is: how it is extended and released, and how
--- the watchdog renews it. A mutex (the default) is one key; the shared
--- primitives (rwlock.lua, semaphore.lua) bring kinds of their own.
+--- What kind of lease a lock is (its _kind): how it is extended and
+-- released, and how the watchdog renews it. Each primitive brings its own
+-- (acquire.lua: a plain lock; reentrant.lua, rwlock.lua, semaphore.lua,
+-- redlock.lua), with how one is taken (redislock.engine says what else).
 --   extend(ch, keys, token, ms, fence)  -> 1 | 0 | nil, err, kind
---   release(client, keys, token, fence) -> 1 released | 2 still held (an inner
---       entry of a reentrant lock left) | 0 not held | nil, err, kind
---   renew: the script the watchdog renews with (KEYS[1] key, token, ms)
---   key(keys): the key it renews
-_M.MUTEX = {
-  extend = function(ch, keys, token, ms) return ch:script("extend", keys.lock, token, ms) end,
-  release = function(client, keys, token)
-    return client._conn:script("release", keys.lock, keys.waiters, keys.signal, keys.queue,
-      keys.deadlines, keys.leases, keys.fence, keys.holder, token, client._fence_ttl_ms)
-  end,
-  renew = "extend",
-  key = function(keys) return keys.lock end,
-}
+--   release(client, keys, token, fence, ttl) -> 1 released | 2 still held (an
+--       inner entry of a reentrant lock left) | 0 not held | nil, err, kind
+--   renew: the script the watchdog renews with (KEYS[1] key, token, ms; nil:
+--       the transport's default)
+--   key: the name in `keys` of the key it renews
 
--- A reentrant lock: the same key, released once its entry count is back
--- at zero. Its holds in one client share one watchdog registration (a
--- group, see reentrant.lua).
-_M.REENTRANT = {
-  -- token and grant: a hold of an earlier grant renews nothing
-  extend = function(ch, keys, token, ms, fence)
-    return ch:script("extend_reentrant", keys.lock, keys.count, token, ms, string.format("%.0f", fence))
-  end,
-  release = function(client, keys, token, fence)
-    return client._conn:script("release_reentrant", keys.lock, keys.waiters, keys.signal,
-      keys.count, token, string.format("%.0f", fence))
-  end,
-  renew = "extend",
-  key = _M.MUTEX.key,
-  reentrant = true,
-}
-
+--- The lock granted to the attempt `rec` (redislock.engine), its lease
+-- ending at `expires`; its class is its kind's (Lock unless the kind says).
 -- Fields that start nil (so not set here): lost_reason (why the lease was
 -- lost, once it was), _watch (the watchdog handle, when renewed natively),
 -- _group (a reentrant lock's holds in this client), _reported (on_lost
 -- already called), _replicas and _replicas_timeout (acquire's WAIT).
-function _M.new(client, name, keys, token, fence, ttl, expires, on_lost, kind)
+function _M.new(rec, fence, expires)
+  local kind = rec.kind
   return setmetatable({
-    name = name,
-    token = token,
+    name = rec.name,
+    token = rec.token,
     fence = fence,
-    ttl = ttl,
-    _client = client,
-    _keys = keys,
+    ttl = rec.ttl,
+    _client = rec.client,
+    _keys = rec.keys,
     _expires = expires,       -- monotonic time when our lease surely ends
     _state = "held",          -- "held", "released" or "lost"
     _pid = getpid(),          -- a forked child must not act on our lock
-    _on_lost = on_lost,
-    _kind = kind or _M.MUTEX,
-  }, Lock)
+    _on_lost = rec.opts.on_lost,
+    _kind = kind,
+  }, kind.class or Lock)
 end
 
 function Lock:_lose(reason)
@@ -211,7 +190,7 @@ function Lock:extend(ttl, opts)
   if self._state ~= "held" or self._pid ~= getpid() then return nil, "not held", "not held" end
   -- (the replicas a failover could promote in the master's place: every
   -- one must have the new lease; 0 where none could, by the node of the key)
-  local need = ch:failover_acks(self._kind.key(self._keys))
+  local need = ch:failover_acks(self._keys[self._kind.key])
   local want = math.max(replicas or 0, need)
   if want > 0 then
     ch:wait_next(want, (replicas or 0) > 0 and replicas_timeout or failover_wait(ttl))

@@ -1,9 +1,12 @@
 --- redislock.redlock: one lock over N independent masters (Redlock).
 --
 -- redislock.connect{ redlock = { url1, url2, url3, ... } } gives a client
--- with the usual surface (acquire, with_lock, poll, fd, stats, close; locks
--- with held, extend, release, lease_end, on_lost) whose lock lives on every
--- master and counts as held while a majority (N/2 + 1) holds it:
+-- of its own class: the surface every client has (poll, fd, stats,
+-- metrics, warnings, server_info, close), acquire and with_lock, inspect,
+-- list, release_token and break_lock; locks with held, extend, release,
+-- lease_end, on_lost. fenced_set, fenced_get, rwlock, semaphore, adopt and
+-- reentrant = true raise, saying why. Its lock lives on every master and
+-- counts as held while a majority (N/2 + 1) holds it:
 --
 -- acquire   one token for all masters; SET NX PX sent to all of them at
 --           once (one polled fan-out in C, csrc/fanout.c, under one
@@ -47,9 +50,10 @@
 
 local core = require "redislock.core"
 local checks = require "redislock.checks"
-local backoff = require "redislock.backoff"
 local lockmod = require "redislock.lock"
-local clientmod = require "redislock.client"
+local base = require "redislock.client_base"
+local engine = require "redislock.engine"
+local options = require "redislock.options"
 local metrics = require "redislock.metrics"
 local holdermod = require "redislock.holder"
 local admin = require "redislock.admin"
@@ -58,15 +62,18 @@ checks.own(debug.getinfo(1, "S").source)
 
 local monotime = core.monotime
 local ttl_ms = lockmod.ttl_ms
+local DEFAULT_TTL = options.DEFAULT_TTL
 
 local _M = {}
 
-local Client = clientmod.Client
-local RedlockClient = setmetatable({}, { __index = Client })
+-- The client: what every client has (client_base.lua), acquire and
+-- with_lock, the operator's tools, and clear errors for the rest of
+-- client.lua's surface, which Redlock cannot offer.
+local RedlockClient = {}
 RedlockClient.__index = RedlockClient
-RedlockClient.__close = Client.__close
-RedlockClient.__tostring = Client.__tostring
 _M.Client = RedlockClient
+
+for _, m in ipairs(base.METHODS) do RedlockClient[m] = base[m] end
 
 local Lock = lockmod.Lock
 local RedlockLock = setmetatable({}, { __index = Lock })
@@ -74,11 +81,7 @@ RedlockLock.__index = RedlockLock
 RedlockLock.__close = Lock.__close
 RedlockLock.__tostring = Lock.__tostring
 
-local DEFAULT_TTL = 30
 local MIN_MASTER_TIMEOUT = 0.01
-
-local OPTIONS = { ttl = true, wait = true, watchdog = true, on_lost = true, max_hold = true,
-  reentrant = true, holder = true }
 
 --- How long each master gets for one attempt: a twentieth of the ttl (a
 -- slow master then costs at most 5% of the lease), at least 10 ms, at
@@ -124,10 +127,10 @@ local function fanout(ch, n, ...)
 end
 
 --- Deletes key on every master where it still holds token. Returns how
--- many masters had it, and whether every master answered.
-function RedlockClient:_release_all(key, token, ttl)
-  local results = fanout(self._conn, self._masters, self:master_timeout(ttl or DEFAULT_TTL), 0, "redlock_release",
-    key, token)
+-- many masters had it, whether every master answered, and the answers.
+local function release_all(client, key, token, ttl)
+  local results = fanout(client._conn, client._masters, client:master_timeout(ttl or DEFAULT_TTL), 0,
+    "redlock_release", key, token)
   local had, answered = tally(results)
   return had, answered == #results, results
 end
@@ -148,88 +151,64 @@ local function refusals(results)
   return count, holder_ms, label, held
 end
 
--- One attempt at t0: the lock's lease end, or nil, err, holder_ms (and for
--- "busy", the holder's label and held ms).
-function RedlockClient:_attempt(key, token, ttl, label)
-  local t0 = monotime()
-  local results = fanout(self._conn, self._masters, self:master_timeout(ttl), self._quorum, "redlock_acquire",
-    key, key .. ":holder", token, ttl_ms(ttl), label or "", self._fence_ttl_ms)
-  local granted = tally(results)
-  local expires = lockmod.lease_end(t0, ttl)
-  if granted >= self._quorum and monotime() < expires then return expires end
-  -- not ours: leave nothing behind on any master
-  self:_release_all(key, token, ttl)
-  if granted >= self._quorum then
-    return nil, "connection too slow: the majority came after the lease ended"
-  end
+--- A Redlock lock: one key on every master, renewed there by the
+-- watchdog's fan-out (the transport's default renewal); how it is taken
+-- (redislock.engine). No signal: a waiter polls.
+local REDLOCK = {
+  key = "lock",
+  class = RedlockLock,
+}
+_M.REDLOCK = REDLOCK
+
+-- (the engine's give-backs: a grant it cannot keep, a call cut short)
+function REDLOCK.release(client, keys, token, _, ttl)
+  return release_all(client, keys.lock, token, ttl)
+end
+
+-- One attempt: a majority must grant it; anything less leaves nothing
+-- behind on any master.
+function REDLOCK.try(rec, t0)
+  local client, key = rec.client, rec.keys.lock
+  local ttl, quorum = rec.ttl, client._quorum
+  local results = fanout(client._conn, client._masters, client:master_timeout(ttl), quorum, "redlock_acquire",
+    key, key .. ":holder", rec.token, ttl_ms(ttl), rec.label, client._fence_ttl_ms)
+  if tally(results) >= quorum then return engine.grant(rec, nil, t0, ttl) end
+  release_all(client, key, rec.token, ttl)
   local busy, holder_ms, hlabel, held = refusals(results)
-  if busy > #results - self._quorum then return nil, "busy", holder_ms, hlabel, held end
-  local err = first_error(results)
-  return nil, err or "busy", holder_ms, hlabel, held
+  if busy > #results - quorum then return nil, "busy", holder_ms, hlabel, held end
+  return nil, first_error(results) or "busy", holder_ms, hlabel, held
 end
 
-function RedlockClient:_acquire(fname, name, opts)
-  checks.check_name(fname, name)
-  opts = checks.check_options(fname, opts, OPTIONS)
-  if opts.reentrant then
-    checks.argerror(fname, "reentrant", "reentrant locks are not offered by a Redlock client")
-  end
-  local ttl = opts.ttl == nil and DEFAULT_TTL or opts.ttl
-  lockmod.check_ttl(fname, ttl)
-  local wait = opts.wait == nil and 0 or opts.wait
-  checks.check_number(fname, "wait", wait, 0, lockmod.MAX_TTL, true)
-  checks.check_type(fname, "watchdog", opts.watchdog, "boolean", true)
-  checks.check_callable(fname, "on_lost", opts.on_lost, true)
-  local max_hold = opts.max_hold
-  if max_hold ~= nil then checks.check_number(fname, "max_hold", max_hold, lockmod.MIN_TTL, lockmod.MAX_TTL) end
-  holdermod.check(fname, opts.holder)
-  self:_open()
-  self:poll()
-  local keys = self._keys_of(name)
+-- Whatever happens in a call, an error included, no master keeps its
+-- token unless a lock is returned.
+function REDLOCK.give_up(rec, how)
+  if how == "raised" then release_all(rec.client, rec.keys.lock, rec.token, rec.ttl) end
+end
+
+-- client:acquire, with argument errors naming `fname`.
+local function take(client, fname, name, opts)
+  local ttl, wait
+  opts, ttl, wait = options.settings(fname, name, opts, options.REDLOCK)
+  base.poll(client)   -- (raises once the client is closed)
   local token = assert(core.token())
-  local label = holdermod.label(self, opts.holder, token, fname)
-  local t_call = monotime()
-  local deadline = t_call + wait
-  local attempt = 0
-  -- Whatever happens in here, an error included, no master keeps our token
-  -- unless a lock is returned.
-  local ok, lock, err = pcall(function()
-    while true do
-      local expires, aerr, holder_ms, hlabel, held = self:_attempt(keys.lock, token, ttl, label)
-      if expires then
-        local l = setmetatable(lockmod.new(self, name, keys, token, nil, ttl, expires, opts.on_lost), RedlockLock)
-        if opts.watchdog ~= false then
-          local watch, werr = self._conn:watch(keys.lock, token, ttl, expires, max_hold and monotime() + max_hold)
-          if not watch then
-            self:_release_all(keys.lock, token, ttl)
-            return nil, "watchdog failed: " .. werr
-          end
-          l._watch = watch
-          self._locks[werr] = l   -- (werr: the watch's id)
-        end
-        return l
-      end
-      if wait == 0 then return nil, aerr == "busy" and holdermod.busy(hlabel, held) or aerr end
-      local now = monotime()
-      if now >= deadline then return nil, aerr == "busy" and "timeout" or aerr end
-      attempt = attempt + 1
-      local limit = deadline - now
-      if holder_ms then limit = math.min(limit, holder_ms / 1000) end
-      if self._conn:sleep(math.max(0, math.min(backoff.delay(attempt), limit))) == false then
-        return nil, "interrupted: a signal ended the wait"   -- (csrc/intr.h)
-      end
-    end
-  end)
-  if not ok then
-    pcall(self._release_all, self, keys.lock, token, ttl)
-    error(lock, 0)
-  end
-  metrics.acquire_done(self, name, lock, err, t_call, attempt)   -- [metrics]
-  return errors.result(lock, err)
+  local label = holdermod.label(client, opts.holder, token, fname)
+  local rec = engine.record(client, REDLOCK, name, client._keys_of(name), opts, ttl, wait)
+  rec.token, rec.label = token, label
+  return engine.run(rec)
 end
 
+--- Takes the lock `name` on a majority of the masters, waiting up to
+-- opts.wait seconds for it (options: ttl, wait, watchdog, on_lost,
+-- max_hold, holder).
+-- syntax: lock, err = client:acquire(name, opts)
 function RedlockClient:acquire(name, opts)
-  return self:_acquire("acquire", name, opts)
+  return take(self, "acquire", name, opts)
+end
+
+--- Runs fn(lock, ...) holding the lock, and releases it on every path.
+-- syntax: ok, ... = client:with_lock(name, opts, fn, ...)
+function RedlockClient:with_lock(name, opts, fn, ...)
+  return engine.with_lock(take, self, name, opts, fn, ...)
 end
 
 local function unsupported(what)
@@ -312,7 +291,7 @@ function RedlockClient:release_token(name, token)
   checks.check_name("release_token", name)
   checks.check_string("release_token", "token", token)
   self:_open()
-  local had, all, results = self:_release_all(self._keys_of(name).lock, token)
+  local had, all, results = release_all(self, self._keys_of(name).lock, token)
   if had > 0 then return true end
   if not all then return errors.fail(first_error(results)) end
   return nil, "not held", "not held"
@@ -360,7 +339,7 @@ function RedlockLock:release()
     self._watch:unwatch()
     self._watch = nil
   end
-  local had, all, results = client:_release_all(self._keys.lock, self.token, self.ttl)
+  local had, all, results = release_all(client, self._keys.lock, self.token, self.ttl)
   if had == 0 and not all then
     self:_lose("unreachable")
     return errors.fail(first_error(results))
@@ -388,7 +367,7 @@ function _M.connect(masters, settings, cfg)
     connect_timeout = cfg.connect_timeout, timeout = cfg.timeout, native_commands = cfg.native_commands })
   if not ch then return nil, err, kind end
   local quorum = math.floor(#nodes / 2) + 1
-  local client = setmetatable(clientmod.new(ch, settings), RedlockClient)
+  local client = setmetatable(base.new(ch, settings), RedlockClient)
   client._quorum = quorum
   client._masters = #nodes
   client._master_cap = cfg.timeout and cfg.timeout > 0 and cfg.timeout or 2

@@ -1,5 +1,4 @@
---- redislock.reentrant: reentrant locks (acquire with reentrant = true) and
--- adopting a held lock (Client methods).
+--- redislock.reentrant: reentrant locks (acquire with reentrant = true).
 --
 -- Ownership is an explicit owner token, never a thread or a coroutine: the
 -- client's own (client.owner, random, one per client) unless opts.owner
@@ -10,17 +9,19 @@
 
 local checks = require "redislock.checks"
 local core = require "redislock.core"
+local engine = require "redislock.engine"
 local lockmod = require "redislock.lock"
-local metrics = require "redislock.metrics"
-local errors = require "redislock.errors"
 checks.own(debug.getinfo(1, "S").source)
 
-local monotime, getpid = core.monotime, core.getpid
+local getpid = core.getpid
+local ttl_arg = lockmod.ttl_arg
+local FLAG = engine.FLAG
 
 local _M = {}
 
 local Group = {}
 Group.__index = Group
+_M.Group = Group
 
 -- One hold fewer. r: what its release answered (1 released, 2 still held,
 -- 0 not held, nil unknown). When Redis says the lock is gone while other
@@ -59,90 +60,93 @@ function Group:holds()
   return out
 end
 
-function _M.install(Client)
-
-  -- The client's owner token, drawn again in a fork child (whose first
-  -- reentrant acquire finds the pid changed): a child must never enter its
-  -- parent's locks as the same owner. An explicit opts.owner shared across
-  -- processes is deliberate sharing, and stays as given.
-  function Client:_owner()
-    local pid = getpid()
-    if pid ~= self._owner_pid then
-      self.owner = assert(core.token())
-      self._owner_pid = pid
-      self._groups = setmetatable({}, { __mode = "v" })
-    end
-    return self.owner
+--- The client's owner token, drawn again in a fork child (whose first
+-- reentrant acquire finds the pid changed): a child must never enter its
+-- parent's locks as the same owner. An explicit opts.owner shared across
+-- processes is deliberate sharing, and stays as given.
+function _M.owner(client)
+  local pid = getpid()
+  if pid ~= client._owner_pid then
+    client.owner = assert(core.token())
+    client._owner_pid = pid
+    client._groups = setmetatable({}, { __mode = "v" })
   end
-
-  -- The group of `token`'s holds of one grant of `keys` in this client
-  -- (made on the grant's first hold here; kept only as long as one of its
-  -- holds is). A group of an earlier grant, now gone, is never joined.
-  function Client:_group(keys, token, fence)
-    local gk = keys.lock .. "\0" .. token
-    local g = self._groups[gk]
-    if not g or g.n == 0 or g.fence ~= fence then
-      g = new_group(fence)
-      self._groups[gk] = g
-    end
-    return g
-  end
-
-  -- Joins a granted reentrant hold to its group, registering the group
-  -- with the watchdog on its first hold that asks for one.
-  function Client:_join(lock, keys, token, ttl, expires, opts, hold_until)
-    local g = self:_group(keys, token, lock.fence)
-    if opts.watchdog ~= false and not g.watch then
-      local watch, err = self._conn:watch(keys.lock, token, ttl, expires, hold_until, "extend")
-      if not watch then return nil, err end
-      if opts.replicas and opts.replicas > 1 then watch:replicas(opts.replicas) end
-      g.watch = watch
-      self._locks[err] = g   -- (err: the watch's id)
-      for hold in pairs(g._holds) do hold._watch = watch end
-    end
-    g._holds[lock] = true
-    g.n = g.n + 1
-    lock._group = g
-    lock._watch = g.watch
-    return lock
-  end
-
-  --- Takes over a lock held with `token` (e.g. REDISLOCK_TOKEN, in the job
-  -- that `redislock run` started): from now on this client renews it (with
-  -- the watchdog) and may release it. The lease becomes at least opts.ttl.
-  -- syntax: lock, err = client:adopt(name, token, {ttl=30, watchdog=true,
-  --           on_lost=fn, max_hold=nil})
-  -- err: "not held" when the lock is gone or held with another token.
-  function Client:adopt(name, token, opts)
-    checks.check_name("adopt", name)
-    checks.check_string("adopt", "token", token)
-    if #token >= 64 then checks.argerror("adopt", "token", "at most 63 bytes") end
-    opts = checks.check_options("adopt", opts,
-      { ttl = true, watchdog = true, on_lost = true, max_hold = true })
-    local ttl = opts.ttl == nil and 30 or opts.ttl
-    lockmod.check_ttl("adopt", ttl)
-    checks.check_type("adopt", "watchdog", opts.watchdog, "boolean", true)
-    checks.check_callable("adopt", "on_lost", opts.on_lost, true)
-    if opts.max_hold ~= nil then
-      checks.check_number("adopt", "max_hold", opts.max_hold, lockmod.MIN_TTL, lockmod.MAX_TTL)
-    end
-    local ch = self:_open()
-    self:poll()
-    local keys = self._keys_of(name)
-    local t0 = monotime()
-    local r, err = ch:script("adopt", keys.lock, keys.fence, token, lockmod.ttl_ms(ttl), self._fence_ttl_ms)
-    local lock
-    if r and r[1] == 1 then
-      -- undo = false: if the grant cannot be kept, the lock stays its first
-      -- holder's
-      lock, err = self:_grant(name, keys, token, r[2], t0, ttl, ttl, opts, opts.max_hold, nil, false)
-    elseif r then
-      err = "not held"
-    end
-    metrics.acquire_done(self, name, lock, err, t0, 0)   -- [metrics]
-    return errors.result(lock, err)
-  end
+  return client.owner
 end
 
-_M.Group = Group
+-- The group of `token`'s holds of one grant of `keys` in this client
+-- (made on the grant's first hold here; kept only as long as one of its
+-- holds is). A group of an earlier grant, now gone, is never joined.
+local function group_of(client, keys, token, fence)
+  local gk = keys.lock .. "\0" .. token
+  local g = client._groups[gk]
+  if not g or g.n == 0 or g.fence ~= fence then
+    g = new_group(fence)
+    client._groups[gk] = g
+  end
+  return g
+end
+
+--- A reentrant lock: the key of a plain lock, released once its entry
+-- count is back at zero; how it is taken (redislock.engine).
+local REENTRANT = {
+  key = "lock",
+  renew = "extend",
+  auto_spin = true,
+}
+_M.REENTRANT = REENTRANT
+
+-- token and grant: a hold of an earlier grant renews nothing
+function REENTRANT.extend(ch, keys, token, ms, fence)
+  return ch:script("extend_reentrant", keys.lock, keys.count, token, ms, string.format("%.0f", fence))
+end
+
+function REENTRANT.release(client, keys, token, fence)
+  return client._conn:script("release_reentrant", keys.lock, keys.waiters, keys.signal,
+    keys.count, token, string.format("%.0f", fence))
+end
+
+-- One attempt: a first entry or a further one.
+function REENTRANT.try(rec, t0)
+  local ch, keys = rec.client._conn, rec.keys
+  ch:deadline(rec.deadline)
+  local r, err = ch:script("acquire_reentrant", keys.lock, keys.fence, keys.waiters, keys.count, keys.holder,
+    keys.waiting, rec.token, ttl_arg(rec.ttl), FLAG[rec.mode], rec.client._fence_ttl_ms, rec.label)
+  if not r then return nil, err end
+  if r[1] ~= 1 then return nil, "busy", r[2], r[3], r[4] end
+  return engine.grant(rec, r[2], t0, rec.ttl)
+end
+
+function REENTRANT.signal(rec)
+  return rec.keys.signal
+end
+
+-- A waiter that gave up leaves the waiters inspect counts; a grant it may
+-- have got stays: its token is the owner's, whose other holds stay.
+function REENTRANT.give_up(rec)
+  if rec.mode == "notify" then rec.client._conn:command("ZREM", rec.keys.waiting, rec.token) end
+end
+
+-- Joins a granted hold to its group, registering the group with the
+-- watchdog on its first hold that asks for one. Returns the lock, or nil,
+-- err when the watchdog could not take it.
+function REENTRANT.join(rec, lock, expires, hold_until)
+  local client, keys, token = rec.client, rec.keys, rec.token
+  local g = group_of(client, keys, token, lock.fence)
+  local opts = rec.opts
+  if opts.watchdog ~= false and not g.watch then
+    local watch, err = client._conn:watch(keys.lock, token, rec.ttl, expires, hold_until, "extend")
+    if not watch then return nil, err end
+    if opts.replicas and opts.replicas > 1 then watch:replicas(opts.replicas) end
+    g.watch = watch
+    client._locks[err] = g   -- (err: the watch's id)
+    for hold in pairs(g._holds) do hold._watch = watch end
+  end
+  g._holds[lock] = true
+  g.n = g.n + 1
+  lock._group = g
+  lock._watch = g.watch
+  return lock
+end
+
 return _M

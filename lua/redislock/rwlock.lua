@@ -14,10 +14,13 @@
 
 local checks = require "redislock.checks"
 local keysmod = require "redislock.keys"
-local waiting = require "redislock.waiting"
-local errors = require "redislock.errors"
+local lockmod = require "redislock.lock"
+local shares = require "redislock.shares"
+local admin = require "redislock.admin"
 checks.own(debug.getinfo(1, "S").source)
 
+local ttl_ms = lockmod.ttl_ms
+local block_ms, verdict = shares.block_ms, shares.verdict
 
 local _M = {}
 
@@ -28,31 +31,88 @@ local WRITER_HEARTBEAT = 1
 local WRITER_MARKER_MS = 3000
 
 -- A reader: one member of the readers' set.
-_M.READ = {
-  extend = function(ch, keys, token, ms) return ch:script("zset_renew", keys.readers, token, ms) end,
-  -- the last reader out wakes a waiting writer
-  release = function(client, keys, token)
-    return client._conn:script("release_share", keys.readers, keys.writers_waiting,
-      keys.writers_signal, keys.readers_waiting, keys.readers_signal, keys.reader_holders, token, "member",
-      "if_empty", "none")
-  end,
+local READ = {
+  key = "readers",
   renew = "zset_renew",
-  key = function(keys) return keys.readers end,
 }
+_M.READ = READ
 
--- The writer: the writer key; its release wakes every waiting reader and
--- one waiting writer.
-_M.WRITE = {
-  extend = function(ch, keys, token, ms) return ch:script("extend", keys.writer, token, ms) end,
-  release = function(client, keys, token)
-    return client._conn:script("release_share", keys.writer, keys.readers_waiting,
-      keys.readers_signal, keys.writers_waiting, keys.writers_signal, keys.reader_holders, token, "key", "all",
-      "one")
-  end,
+function READ.extend(ch, keys, token, ms)
+  return ch:script("zset_renew", keys.readers, token, ms)
+end
+
+-- the last reader out wakes a waiting writer
+function READ.release(client, keys, token)
+  return client._conn:script("release_share", keys.readers, keys.writers_waiting,
+    keys.writers_signal, keys.readers_waiting, keys.readers_signal, keys.reader_holders, token, "member",
+    "if_empty", "none")
+end
+
+function READ.try(rec, t0)
+  local client, keys = rec.client, rec.keys
+  local ch = client._conn
+  ch:deadline(rec.deadline)
+  local r, err = ch:script("rw_read", keys.writer, keys.readers, keys.marker, keys.readers_waiting,
+    keys.reader_holders, rec.token, ttl_ms(rec.ttl), block_ms(rec, t0), client._fence_ttl_ms, rec.label)
+  if not r then return nil, err end
+  return verdict(rec, r, t0)
+end
+
+function READ.signal(rec)
+  return rec.keys.readers_signal
+end
+
+-- (a call cut short gives back a share it may have got)
+function READ.give_up(rec, how)
+  if how == "raised" then READ.release(rec.client, rec.keys, rec.token) end
+end
+
+-- The writer: the writer key, with a fence; its release wakes every
+-- waiting reader and one waiting writer.
+local WRITE = {
+  key = "writer",
   renew = "extend",
-  key = function(keys) return keys.writer end,
   fenced = true,
 }
+_M.WRITE = WRITE
+
+function WRITE.heartbeat()
+  return WRITER_HEARTBEAT
+end
+
+function WRITE.extend(ch, keys, token, ms)
+  return ch:script("extend", keys.writer, token, ms)
+end
+
+function WRITE.release(client, keys, token)
+  return client._conn:script("release_share", keys.writer, keys.readers_waiting,
+    keys.readers_signal, keys.writers_waiting, keys.writers_signal, keys.reader_holders, token, "key", "all",
+    "one")
+end
+
+function WRITE.try(rec, t0)
+  local client, keys = rec.client, rec.keys
+  local ch = client._conn
+  ch:deadline(rec.deadline)
+  local r, err = ch:script("rw_write", keys.writer, keys.readers, keys.marker, keys.fence,
+    keys.writers_waiting, keys.writer_holder, rec.token, ttl_ms(rec.ttl), block_ms(rec, t0),
+    client._fence_ttl_ms, WRITER_MARKER_MS, rec.label)
+  if not r then return nil, err end
+  return verdict(rec, r, t0)
+end
+
+function WRITE.signal(rec)
+  return rec.keys.writers_signal
+end
+
+-- Gave up: take our marker back now (readers need not wait it out); a
+-- call cut short gives back the writer key it may have got.
+function WRITE.give_up(rec, how)
+  local client, keys = rec.client, rec.keys
+  if how == "raised" then return WRITE.release(client, keys, rec.token) end
+  client._conn:script("release_share", keys.marker, keys.readers_waiting, keys.readers_signal,
+    keys.writers_waiting, keys.writers_signal, keys.reader_holders, rec.token, "key", "all", "none")
+end
 
 local RWLock = {}
 RWLock.__index = RWLock
@@ -64,31 +124,14 @@ _M.RWLock = RWLock
 --           max_hold=nil, notify=true, spin=0})
 -- err: "busy" (tried once), "timeout" (waited), or a connection error.
 function RWLock:read(opts)
-  local keys, fence_ttl = self._keys, self._client._fence_ttl_ms
-  local lock, err = waiting.acquire(self, "read", opts, _M.READ, keys.readers_signal,
-    function(ch, token, ms, block_ms, label)
-      return ch:script("rw_read", keys.writer, keys.readers, keys.marker, keys.readers_waiting,
-        keys.reader_holders, token, ms, block_ms, fence_ttl, label)
-    end)
-  return errors.result(lock, err)
+  return shares.acquire(self, "read", opts, READ)
 end
 
 --- The write side: a lock object like acquire's, with a fence that grows
 -- with every writer's grant.
 -- syntax: lock, err = rw:write({ttl=30, wait=0, ...same as read})
 function RWLock:write(opts)
-  local keys, fence_ttl = self._keys, self._client._fence_ttl_ms
-  local lock, err, token = waiting.acquire(self, "write", opts, _M.WRITE, keys.writers_signal,
-    function(ch, tok, ms, block_ms, label)
-      return ch:script("rw_write", keys.writer, keys.readers, keys.marker, keys.fence,
-        keys.writers_waiting, keys.writer_holder, tok, ms, block_ms, fence_ttl, WRITER_MARKER_MS, label)
-    end, WRITER_HEARTBEAT)
-  if not lock then
-    -- Gave up: take our marker back now (readers need not wait it out).
-    self._client._conn:script("release_share", keys.marker, keys.readers_waiting, keys.readers_signal,
-      keys.writers_waiting, keys.writers_signal, keys.reader_holders, token, "key", "all", "none")
-  end
-  return errors.result(lock, err)
+  return shares.acquire(self, "write", opts, WRITE)
 end
 
 --- What Redis says about the lock now (one round trip): { readers = n,
@@ -97,7 +140,7 @@ end
 -- writer first, then each reader; see client:inspect for the fields).
 -- syntax: info, err, kind = rw:inspect()
 function RWLock:inspect()
-  local rows, waiters, r = self._client:_rw_holders(self.name)
+  local rows, waiters, r = admin.rw_holders(self._client, self.name)
   if not rows then return nil, waiters, r end
   return { readers = r[6], writer = r[1] ~= -2, writer_waiting = r[5] == 1, waiters = waiters, holders = rows }
 end
@@ -106,16 +149,11 @@ function RWLock:__tostring()
   return string.format("redislock.rwlock (%s)", self.name:sub(1, 64))
 end
 
-function _M.install(Client)
-  --- A read-write lock over `name` (no round trip: its keys, in one slot,
-  -- apart from the mutex of the same name).
-  -- syntax: rw = client:rwlock(name)
-  function Client:rwlock(name)
-    checks.check_name("rwlock", name)
-    self:_open()
-    return setmetatable({ name = name, _client = self, _keys = keysmod.rwlock(self._prefix, name) },
-      RWLock)
-  end
+--- client:rwlock: a read-write lock over `name` (no round trip).
+function _M.new(client, name)
+  checks.check_name("rwlock", name)
+  client:_open()
+  return setmetatable({ name = name, _client = client, _keys = keysmod.rwlock(client._prefix, name) }, RWLock)
 end
 
 return _M

@@ -59,40 +59,63 @@ local function reading(p, case)
   if case == "transfer" and value == "pending" then return last, #all end
 end
 
-function M.run(o)
-  local pg, case, mode = o.pg, o.case, o.mode
-  local workers, ttl = o.workers or 3, o.ttl or 0.5
-  local cs = o.cs or 0.2
-  local pauses, pause = o.pauses or 2, o.pause or 3 * ttl
-  local seconds = o.seconds or 45
-  schema(pg)
-  -- each run its own rows, and so its own lock names
+-- Fresh rows for one run: an item, or two accounts and their transfers.
+-- Returns the run's first id (its own rows: its own lock names) and the
+-- ids the workers take.
+local function seed(pg, o)
   pg.pg_fenced_runs = (pg.pg_fenced_runs or 0) + 1
   local base = pg.pg_fenced_runs * 1000
   local ids = {}
-  if case == "inventory" then
-    local initial = o.stock or 12
+  if o.case == "inventory" then
     ids[1] = base
-    assert(select(2, pg:psql(("INSERT INTO items (id, stock) VALUES (%d, %d)"):format(base, initial))))
+    assert(select(2, pg:psql(("INSERT INTO items (id, stock) VALUES (%d, %d)"):format(base, o.stock or 12))))
   else
-    local n = o.transfers or 8
     assert(select(2, pg:psql(("INSERT INTO accounts (id, balance) VALUES (%d, 1000000), (%d, 0)")
       :format(base, base + 1))))
-    for i = 1, n do
+    for i = 1, o.transfers or 8 do
       ids[i] = base + i
       assert(select(2, pg:psql(("INSERT INTO transfers (id, from_id, to_id, amount) VALUES (%d, %d, %d, %d)")
         :format(base + i, base, base + 1, 100 + i))))
     end
   end
+  return base, ids
+end
 
-  local t0 = helpers.monotime()
-  local procs = {}
-  for i = 1, workers do
-    procs[i] = helpers.spawn(helpers.lua_cmd("spec/support/pg_worker.lua", o.lock_url, pg.conninfo, case, mode,
-      ttl, cs, seconds, unpack_(ids)))
+-- Stops worker p if it is caught between a read and its write, for `pause`
+-- seconds, and until another worker has read the same id under a newer
+-- grant: only then must the paused holder's write be refused (on a loaded
+-- machine the others may not have taken the name within the pause, and a
+-- write nobody overtook is rightly accepted). Returns nil when p was not
+-- reading; else whether the pause counts.
+local function pause_one(p, procs, case, pause)
+  local line, count = reading(p, case)
+  if not line then return nil end
+  p:kill("STOP")
+  local counts = false
+  -- still there once stopped: the pause is inside the section
+  local again, count2 = reading(p, case)
+  if again == line and count2 == count then
+    -- Reads of the same item or transfer by the others so far (a read of
+    -- another id proves nothing).
+    local id = line:match("^read (%S+)")
+    local function reads(q) return select(2, ("\n" .. q:stdout()):gsub("\nread " .. id .. " ", "")) end
+    local before = {}
+    for i, q in ipairs(procs) do before[i] = reads(q) end
+    helpers.sleep(pause)
+    counts = helpers.wait_until(function()
+      for i, q in ipairs(procs) do
+        if q ~= p and reads(q) > before[i] then return true end
+      end
+    end, 10, 0.01) and true or false
   end
+  p:kill("CONT")
+  return counts, again == line and count2 == count
+end
 
-  -- the pauses: one holder at a time, caught between its read and write
+-- The pauses, one holder at a time, while the workers run. Returns how
+-- many landed (and were overtaken).
+local function pauses_of(procs, o, t0, seconds)
+  local pauses, pause = o.pauses or 2, o.pause or 3 * (o.ttl or 0.5)
   local landed, next_at = 0, t0 + (o.first_pause or 0.3)
   local function running()
     for _, p in ipairs(procs) do
@@ -102,40 +125,22 @@ function M.run(o)
   while running() and helpers.monotime() - t0 < seconds + 5 do
     if landed < pauses and helpers.monotime() >= next_at then
       for _, p in ipairs(procs) do
-        local line, count = reading(p, case)
-        if line then
-          p:kill("STOP")
-          -- still there once stopped: the pause is inside the section
-          local again, count2 = reading(p, case)
-          if again == line and count2 == count then
-            -- Reads of the same item or transfer by the others so far (a
-            -- read of another id proves nothing).
-            local id = line:match("^read (%S+)")
-            local function reads(q) return select(2, ("\n" .. q:stdout()):gsub("\nread " .. id .. " ", "")) end
-            local before = {}
-            for i, q in ipairs(procs) do before[i] = reads(q) end
-            helpers.sleep(pause)
-            -- and until another worker has read it under a newer grant: only
-            -- then must the paused holder's write be refused (on a loaded
-            -- machine the others may not have taken the name within the
-            -- pause, and a write nobody overtook is rightly accepted)
-            local overtaken = helpers.wait_until(function()
-              for i, q in ipairs(procs) do
-                if q ~= p and reads(q) > before[i] then return true end
-              end
-            end, 10, 0.01)
-            -- a pause nobody overtook is not one whose write must be refused
-            if overtaken then landed = landed + 1 end
-            next_at = helpers.monotime() + (o.gap or 0.5)
-          end
-          p:kill("CONT")
+        local counts, stopped = pause_one(p, procs, o.case, pause)
+        if counts ~= nil then
+          -- a pause nobody overtook is not one whose write must be refused
+          if counts then landed = landed + 1 end
+          if stopped then next_at = helpers.monotime() + (o.gap or 0.5) end
           break
         end
       end
     end
     helpers.sleep(0.005)
   end
+  return landed
+end
 
+-- What the workers' lines say, once they have ended.
+local function collect(procs, landed)
   local r = { pauses = landed, accepted = 0, stale = 0, errors = 0, log = {} }
   for i, p in ipairs(procs) do
     local code = p:wait(10)
@@ -149,28 +154,50 @@ function M.run(o)
     end
     p:stop()
   end
-  r.seconds = helpers.monotime() - t0
+  return r
+end
 
-  if case == "inventory" then
+-- What the database shows of the run's rows, into r.
+local function count_rows(pg, r, o, base, ids)
+  if o.case == "inventory" then
     r.initial = o.stock or 12
     r.stock = number(pg, "SELECT stock FROM items WHERE id = " .. base)
     r.orders = number(pg, "SELECT count(*) FROM orders WHERE item_id = " .. base)
     r.oversold = r.orders - (r.initial - r.stock)
-  else
-    local first, last = base + 1, base + #ids
-    r.transfers = #ids
-    r.applied = number(pg, ("SELECT count(*) FROM ledger WHERE transfer_id BETWEEN %d AND %d"):format(first, last))
-    r.doubled = number(pg, ("SELECT count(*) FROM (SELECT transfer_id FROM ledger WHERE transfer_id BETWEEN %d AND %d"
-      .. " GROUP BY transfer_id HAVING count(*) > 1) AS d"):format(first, last))
-    r.done = number(pg, ("SELECT count(*) FROM transfers WHERE id BETWEEN %d AND %d AND status = 'done'")
-      :format(first, last))
-    local paid = number(pg, "SELECT 1000000 - balance FROM accounts WHERE id = " .. base)
-    local owed = number(pg, ("SELECT coalesce(sum(amount), 0) FROM transfers WHERE id BETWEEN %d AND %d"
-      .. " AND status = 'done'"):format(first, last))
-    r.lost_money = paid - owed
-    r.balance_drift = number(pg, ("SELECT sum(balance) - 1000000 FROM accounts WHERE id IN (%d, %d)")
-      :format(base, base + 1))
+    return
   end
+  local first, last = base + 1, base + #ids
+  r.transfers = #ids
+  r.applied = number(pg, ("SELECT count(*) FROM ledger WHERE transfer_id BETWEEN %d AND %d"):format(first, last))
+  r.doubled = number(pg, ("SELECT count(*) FROM (SELECT transfer_id FROM ledger WHERE transfer_id BETWEEN %d AND %d"
+    .. " GROUP BY transfer_id HAVING count(*) > 1) AS d"):format(first, last))
+  r.done = number(pg, ("SELECT count(*) FROM transfers WHERE id BETWEEN %d AND %d AND status = 'done'")
+    :format(first, last))
+  local paid = number(pg, "SELECT 1000000 - balance FROM accounts WHERE id = " .. base)
+  local owed = number(pg, ("SELECT coalesce(sum(amount), 0) FROM transfers WHERE id BETWEEN %d AND %d"
+    .. " AND status = 'done'"):format(first, last))
+  r.lost_money = paid - owed
+  r.balance_drift = number(pg, ("SELECT sum(balance) - 1000000 FROM accounts WHERE id IN (%d, %d)")
+    :format(base, base + 1))
+end
+
+function M.run(o)
+  local pg, case, mode = o.pg, o.case, o.mode
+  local workers, ttl = o.workers or 3, o.ttl or 0.5
+  local cs = o.cs or 0.2
+  local seconds = o.seconds or 45
+  schema(pg)
+  -- each run its own rows, and so its own lock names
+  local base, ids = seed(pg, o)
+  local t0 = helpers.monotime()
+  local procs = {}
+  for i = 1, workers do
+    procs[i] = helpers.spawn(helpers.lua_cmd("spec/support/pg_worker.lua", o.lock_url, pg.conninfo, case, mode,
+      ttl, cs, seconds, unpack_(ids)))
+  end
+  local r = collect(procs, pauses_of(procs, o, t0, seconds))
+  r.seconds = helpers.monotime() - t0
+  count_rows(pg, r, o, base, ids)
   return r
 end
 

@@ -1,0 +1,423 @@
+--- redislock.engine: how every lease is taken. Plain, fair and reentrant
+-- locks, adopt, read and write shares, permits and Redlock locks all go
+-- through this one call: an attempt record, one wait loop, one grant path.
+--
+-- Policy only: what an attempt sends is its kind's (below), and every wait
+-- is a channel call (redislock.channel), so the same logic serves every
+-- transport. A waiter blocks until a release leaves a wakeup on its kind's
+-- signal list, or until the lease in its way would end, whichever is
+-- first; or, with notify = false (and for a kind with no signal: Redlock),
+-- sleeps with backoff and full jitter; or, fair, queues in Redis and is
+-- handed the lock in arrival order.
+--
+-- The attempt record (one per call; see record()):
+--   client, kind, name, keys, opts   the call; opts as options.settings gives it
+--   token, label                     the lease's token; the holder the grant records ("": none)
+--   ttl                              the lease it asks for
+--   mode                             "once" (wait = 0), "poll", "notify" or "fair"
+--   t_call, deadline                 when the call began, and when its wait ends
+--   permits                          a semaphore's limit
+--   tries, t_try                     the wait loop's: attempts failed so far, when the last was sent
+--
+-- A kind: what a lease is, and how one is taken (lock.lua's extend and
+-- release, with these):
+--   try(rec, t0, first)      one attempt, sent at t0 (first: the call's
+--       first): what grant() makes of a grant | nil, err, holder_ms, label,
+--       held_ms (holder_ms: how long the lease in the way lasts at most;
+--       label and held_ms: who holds it and since when, if it said)
+--   signal(rec)              the list a release wakes this waiter on; nil
+--       for a kind that only polls (its waits sleep)
+--   queued(rec), verdict(rec, reply, t0)   optional: the attempt as a
+--       script call that can wait behind a BLPOP (channel wait_try), and
+--       its reply read as try's answer
+--   handed_lease(rec)        optional: the lease (seconds) of the lock a
+--       release hands over with the wakeup (fair)
+--   join(rec, lock, expires, hold_until)   optional: registers a hold in the
+--       client's group of holds of one grant (reentrant.lua): the lock | nil, err
+--   granted(rec, lock)       optional: what a grant adds to its lock
+--   give_up(rec, how)        optional: what a call that ends without a lock
+--       takes back (how: nil, "interrupted" or "raised")
+--   class                    the lock's metatable (lock.lua's Lock when nil)
+--   auto_spin                the default spin from this client's recent waits
+--   heartbeat(rec)           optional: the longest wait between two
+--       attempts (seconds), nil for none
+--   keeps                    a grant it cannot keep stays its first holder's
+--       (adopt): nothing is given back
+
+local core = require "redislock.core"
+local checks = require "redislock.checks"
+local backoff = require "redislock.backoff"
+local lockmod = require "redislock.lock"
+local metrics = require "redislock.metrics"
+local errors = require "redislock.errors"
+local holdermod = require "redislock.holder"
+checks.own(debug.getinfo(1, "S").source)
+
+local pcall, error, tonumber = pcall, error, tonumber
+local min = math.min
+local monotime = core.monotime
+local new_lock = lockmod.new
+local lease_end = lockmod.lease_end
+local interrupted, STOPPED, fail = errors.interrupted, errors.STOPPED, errors.fail
+local acquire_done, busy_by = metrics.acquire_done, holdermod.busy
+
+local _M = {}
+
+--- What the acquire scripts' ARGV[3] says of the caller, by mode: "1" it
+-- will wait for a release notification (and registers as a waiter); "0"
+-- it tries once (a refusal names the holder); "2" it polls.
+_M.FLAG = { notify = "1", once = "0", poll = "2", fair = "1" }
+
+---------------------------------------------------------------------------
+-- The attempt record
+---------------------------------------------------------------------------
+
+--- The record of one call. Each client keeps the record of its last call
+-- for the next one, so a call allocates none (a cosocket call that yields
+-- leaves the spare to the calls meanwhile, which make their own). A field
+-- a record may lack for its call (permits) is never read by it; the rest
+-- are set here or by the caller before run(), never to nil, so a record
+-- reused has the same keys (and needs no rehash).
+-- syntax: rec = engine.record(client, kind, name, keys, opts, ttl, wait)
+-- The caller then sets token and label (and permits, for a semaphore).
+function _M.record(client, kind, name, keys, opts, ttl, wait)
+  local rec = client._spare_rec
+  if rec then client._spare_rec = false else rec = {} end
+  local t_call = monotime()
+  rec.client, rec.kind, rec.name, rec.keys, rec.opts = client, kind, name, keys, opts
+  rec.ttl, rec.t_call, rec.deadline = ttl, t_call, t_call + wait
+  if wait == 0 then
+    rec.mode = "once"
+  elseif not kind.signal or opts.notify == false then
+    rec.mode = "poll"
+  else
+    rec.mode = opts.fair and "fair" or "notify"
+  end
+  return rec
+end
+
+-- The record is back with its client (the caller's options with it no
+-- longer).
+local function done(rec)
+  rec.opts = false
+  rec.client._spare_rec = rec
+end
+
+-- Gives back what a grant we cannot keep may hold (not for a kind that
+-- keeps it, adopt's: the lock stays its first holder's).
+local function release(rec, fence)
+  local kind = rec.kind
+  if not kind.keeps then return kind.release(rec.client, rec.keys, rec.token, fence, rec.ttl) end
+end
+
+---------------------------------------------------------------------------
+-- The grant path
+---------------------------------------------------------------------------
+
+-- Turns a grant into a held lock: checks the lease is still running (the
+-- reply may have come so late that it is over: handing it out would let
+-- the caller act without a lock, etcd #11456) and registers it for renewal
+-- (a reentrant hold joins its group). No watchdog, no lock: the caller
+-- asked for a lease that lives as long as it does, and we cannot promise
+-- that. max_hold, which bounds liveness and not safety, counts from when
+-- the grant is seen.
+local function hold(rec, fence, t0, lease)
+  local kind, opts, client = rec.kind, rec.opts, rec.client
+  local expires = lease_end(t0, lease)
+  local now = monotime()
+  if now >= expires then
+    release(rec, fence)
+    return nil, errors.TOO_SLOW
+  end
+  local lock = new_lock(rec, fence, expires)
+  if kind.granted then kind.granted(rec, lock) end
+  if opts.replicas or opts.replicas_timeout then
+    lock._replicas, lock._replicas_timeout = opts.replicas, opts.replicas_timeout
+  end
+  if opts.watchdog == false then
+    if kind.join then kind.join(rec, lock, expires) end
+    if lease < rec.ttl then
+      -- handed over with a short lease: bring it to the asked ttl now
+      local ok, err = lock:extend(rec.ttl)
+      if not ok then return nil, err == "not held" and "timeout" or err end
+    end
+    return lock
+  end
+  local max_hold = opts.max_hold
+  local hold_until = max_hold and now + max_hold or nil
+  local w, id
+  if kind.join then
+    w, id = kind.join(rec, lock, expires, hold_until)
+    if w then return lock end
+  else
+    -- (a released lock's handle, when there is one, is bound anew)
+    local spare = client._spare_watch
+    client._spare_watch = false
+    w, id = client._conn:watch(rec.keys[kind.key], rec.token, rec.ttl, expires, hold_until, kind.renew, spare)
+  end
+  if not w then
+    release(rec, fence)
+    return nil, errors.watchdog_failed(id)
+  end
+  -- (where its renewals wait for replicas, at least as many as it asked)
+  if opts.replicas and opts.replicas > 1 then w:replicas(opts.replicas) end
+  lock._watch = w
+  client._locks[id] = lock   -- (id: the watch's, as loss reports name it)
+  return lock
+end
+
+--- The one grant path: a lease granted at t0 for `lease` seconds becomes
+-- a held lock. A fresh grant first waits for the replicas the caller asked
+-- for; a lock a release handed over (handed) gets them through our own
+-- extend, the write WAIT counts (the releaser wrote the hand-over).
+-- Returns the lock | nil, err; a grant that cannot be kept is given back.
+function _M.grant(rec, fence, t0, lease, handed)
+  local replicas = rec.opts.replicas
+  if not replicas or replicas == 0 then return hold(rec, fence, t0, lease) end
+  if not handed then
+    local ok, werr = lockmod.wait_replicas(rec.client._conn, replicas, rec.opts.replicas_timeout)
+    if not ok then
+      release(rec, fence)
+      return nil, werr
+    end
+  end
+  local lock, err = hold(rec, fence, t0, lease)
+  if lock and handed then
+    local ok, xerr = lock:extend(rec.ttl)
+    if not ok then
+      pcall(lock.release, lock)
+      return nil, xerr
+    end
+  end
+  return lock, err
+end
+local grant = _M.grant
+
+---------------------------------------------------------------------------
+-- Waiting
+---------------------------------------------------------------------------
+
+-- The default spin (spin = nil, for the kinds with auto_spin): the waits
+-- for a name that ended with a release, in a moving average per name.
+-- When they are short (a few ms: short critical sections), a waiter polls
+-- for the wakeup for a little longer than that before sleeping, and the
+-- handoff skips the sleeping process' wakeup; when they are long, or
+-- unknown, it sleeps at once, so a waiter burns no CPU on a holder that
+-- keeps the lock (or died).
+local AUTO_SPIN_MAX = 0.005       -- seconds: spin only for waits this short
+local AUTO_SPIN_NAMES = 1024      -- names remembered (then forgotten at once)
+
+local function spin_of(rec)
+  local spin = rec.opts.spin
+  if spin or not rec.kind.auto_spin then return spin end
+  local avg = rec.client._wait_avg[rec.name]
+  if not avg then return 0 end
+  local s = avg * 1.5
+  return s <= AUTO_SPIN_MAX and s or 0
+end
+
+local function saw_wait(rec, seconds)
+  if not rec.kind.auto_spin then return end
+  local client, name = rec.client, rec.name
+  local avgs = client._wait_avg
+  local avg = avgs[name]
+  if not avg then
+    if client._wait_names >= AUTO_SPIN_NAMES then
+      avgs = {}
+      client._wait_avg, client._wait_names = avgs, 0
+    end
+    client._wait_names = client._wait_names + 1
+    avgs[name] = seconds
+  else
+    avgs[name] = avg + (seconds - avg) * 0.25
+  end
+end
+
+-- A notify waiter's wait with its next attempt queued behind it (see
+-- redislock.channel wait_try, csrc/route_wait.c): the attempt runs the
+-- moment the BLPOP returns, before the releaser (or anyone) can answer
+-- the release, and the handoff costs one round trip fewer. Only for kinds
+-- whose attempt is one script (queued); not for the waits WAIT must count
+-- (it counts writes of the main connection); not for short ttls: the
+-- grant's lease is counted from when the wait was sent, so the wait is
+-- kept to a quarter of the ttl (and Redis ends a BLPOP up to a tick of its
+-- clock late, 100 ms).
+-- Returns nil when it did not wait (the caller waits with block); or
+-- woken (false: the wait failed or Redis refused it, so back off), the
+-- wakeup, then the attempt's outcome: lock | nil, err, holder_ms, or
+-- nothing when the attempt did not run.
+local WAIT_TRY_MIN_TTL = 1       -- seconds
+local WAIT_TRY_SLACK = 0.25      -- seconds left after the wait, at least
+local function queued_wait(rec, signal, limit, left)
+  local kind, opts = rec.kind, rec.opts
+  if not kind.queued or rec.ttl < WAIT_TRY_MIN_TTL or (opts.replicas and opts.replicas > 0) then return nil end
+  local seconds = min(limit, rec.ttl / 4)
+  if seconds + WAIT_TRY_SLACK > left then return nil end
+  local t0 = monotime()
+  local sent, v, r, unsent = rec.client._conn:wait_try(signal, seconds, spin_of(rec), kind.queued(rec))
+  if sent == false then return nil end
+  if sent == nil then
+    -- the attempt may have run: take back what it may have granted
+    if unsent ~= "unsent" then release(rec) end
+    -- (a wait a signal ended: the call ends with it)
+    if r == "interrupted" then return false, nil, nil, v end
+    return false
+  end
+  local woken = v ~= nil   -- (nil: Redis refused the BLPOP, it did not wait)
+  if v then saw_wait(rec, monotime() - t0) end
+  if not r then return woken, v end
+  return woken, v, kind.verdict(rec, r, t0)
+end
+
+-- Blocks until a release leaves a wakeup on `signal`, or `limit` passes.
+-- Returns true and the wakeup (nil when the time passed); nil, err, kind
+-- when the wait failed (the caller backs off). exact: `limit` ends at the
+-- caller's deadline (see channel:block).
+local function block(rec, signal, limit, exact)
+  local t0 = monotime()
+  local r, err, kind = rec.client._conn:block(signal, limit, exact, spin_of(rec))
+  if r == nil and kind ~= "timeout" then return nil, err, kind end
+  if r then saw_wait(rec, monotime() - t0) end
+  return true, r or nil
+end
+
+-- A pause of at most `limit` seconds before the next attempt (backoff with
+-- full jitter). STOPPED when a signal ended it.
+local function pause(rec, limit)
+  if rec.client._conn:sleep(min(backoff.delay(rec.tries), limit)) == false then return STOPPED end
+end
+
+-- What comes between two attempts, when the last one was refused (err,
+-- holder_ms) or failed: a wait for a release (with the next attempt queued
+-- behind it where the kind can), or a pause. limit: the longest wait;
+-- left: the time to the deadline. Returns ran (the next attempt ran behind
+-- the wait: its outcome follows), then lock | nil, err, holder_ms (err
+-- interrupted: the call ends).
+local function between(rec, signal, limit, left, err, holder_ms)
+  local mode = rec.mode
+  local busy = err == "busy"
+  -- holder_ms is the holder's remaining lease: never wait past it. 0: it
+  -- ends within a millisecond; -2: the key is gone (free, or, for a fair
+  -- waiter, free for someone ahead in line); -1: no lease at all (not one
+  -- of ours), so only its release can end the wait.
+  if busy and (holder_ms == 0 or (holder_ms == -2 and mode ~= "fair")) then
+    if holder_ms == 0 and rec.client._conn:sleep(0.001) == false then return false, nil, STOPPED end
+    return false, nil, err, holder_ms
+  end
+  if mode == "poll" or not busy or limit < 0.001 then return false, nil, pause(rec, limit) or err, holder_ms end
+  if mode == "notify" then
+    local woken, _, got, gerr, gms = queued_wait(rec, signal, limit, left)
+    if got ~= nil or gerr ~= nil then
+      -- the attempt queued behind the wait ran: its outcome is this round's
+      if got or interrupted(gerr) then return true, got, gerr end
+      -- (a wait Redis refused at once: a wrong type, an ACL: no hot loop)
+      return true, nil, not woken and pause(rec, limit) or gerr, gms
+    end
+    if woken ~= nil then return false, nil, not woken and pause(rec, limit) or err, holder_ms end
+  end
+  local woken, handed, wkind = block(rec, signal, limit, limit >= left)
+  if not woken then
+    if wkind == "interrupted" then return false, nil, handed end
+    return false, nil, pause(rec, limit) or err, holder_ms
+  end
+  if mode == "fair" and handed then
+    -- A release handed us the lock with a short lease. It did so after our
+    -- last attempt ran (which cleared any older hand-over), so the lease is
+    -- counted from when that attempt was sent.
+    return false, grant(rec, tonumber(handed), rec.t_try, rec.kind.handed_lease(rec), true)
+  end
+  return false, nil, err, holder_ms
+end
+
+-- Waits for the lease: attempts until taken or the deadline passed.
+-- Returns the lock | nil, err; and the failed attempts.
+local function wait_loop(rec)
+  local deadline, heartbeat = rec.deadline, rec.kind.heartbeat
+  if heartbeat then heartbeat = heartbeat(rec) end
+  local try = rec.kind.try
+  local signal = rec.mode ~= "poll" and rec.kind.signal(rec) or nil
+  local n = 0
+  local lock, err, holder_ms, ran
+  while true do
+    local t_try = monotime()
+    -- (a refusal the wait brought stands for this round's attempt)
+    if not ran then lock, err, holder_ms = try(rec, t_try, n == 0) end
+    if lock or interrupted(err) then break end
+    local now = monotime()
+    if now >= deadline then
+      err = errors.waited(err)
+      break
+    end
+    n = n + 1
+    rec.tries, rec.t_try = n, t_try
+    local limit = deadline - now
+    if holder_ms and holder_ms > 0 then limit = min(limit, holder_ms / 1000) end
+    if heartbeat then limit = min(limit, heartbeat) end
+    -- one wait at most an hour: a huge `wait` just loops
+    limit = min(limit, 3600)
+    local got
+    ran, got, err, holder_ms = between(rec, signal, limit, deadline - now, err, holder_ms)
+    if got or interrupted(err) then
+      lock = got
+      break
+    end
+  end
+  return lock, err, n
+end
+
+---------------------------------------------------------------------------
+-- The call
+---------------------------------------------------------------------------
+
+--- Runs the call of `rec` to its end: one attempt (mode "once") or the
+-- wait loop; then what a call that ends without a lock takes back, and
+-- its count (metrics). Protected: a signal's hook (csrc/base/intr.h) may
+-- raise inside, after a grant whose reply it cut off; nothing granted to
+-- the call's token may stay then, and the error is raised again.
+-- syntax: lock, err, kind = engine.run(rec)
+function _M.run(rec)
+  local kind = rec.kind
+  local ok, lock, err, n, _, label, held
+  if rec.mode == "once" then
+    -- one attempt, no loop (the uncontended path)
+    n = 0
+    ok, lock, err, _, label, held = pcall(kind.try, rec, rec.t_call, true)
+    if err == "busy" then err = busy_by(label, held) end
+  else
+    ok, lock, err, n = pcall(wait_loop, rec)
+  end
+  if not ok then
+    if kind.give_up then pcall(kind.give_up, rec, "raised") end
+    error(lock, 0)
+  end
+  if not lock and kind.give_up then kind.give_up(rec, interrupted(err) and "interrupted" or nil) end
+  local client, name, t_call = rec.client, rec.name, rec.t_call
+  done(rec)
+  acquire_done(client, name, lock, err, t_call, n)   -- [metrics]
+  if lock then return lock end
+  return fail(err)
+end
+
+--- Runs fn(lock, ...) holding a lock taken by take(client, "with_lock",
+-- name, opts), and releases it on every path; an error raised by fn is
+-- raised again after the release.
+-- syntax: ok, ... = engine.with_lock(take, client, name, opts, fn, ...)
+function _M.with_lock(take, client, name, opts, fn, ...)
+  if not checks.callable(fn) then
+    checks.argerror("with_lock", "fn", "function expected, got " .. type(fn))
+  end
+  local lock, err, kind = take(client, "with_lock", name, opts)
+  if not lock then return nil, err, kind end
+  local res = { n = 0 }
+  local function keep(ok, ...)
+    res = { n = select("#", ...) + 1, ok, ... }
+  end
+  keep(pcall(fn, lock, ...))
+  -- Protected: if fn closed the client, the release raises, and fn's own
+  -- error (or results) must still come back unchanged.
+  pcall(lock.release, lock)
+  if not res[1] then error(res[2], 0) end
+  return true, (table.unpack or unpack)(res, 2, res.n) -- luacheck: ignore 143
+end
+
+return _M
