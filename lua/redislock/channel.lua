@@ -51,8 +51,11 @@
 --       not, nothing was sent)
 --   ch:sleep(seconds)                  waits without blocking others where
 --                                      the host can (nginx)
---   ch:watch(key, token, ttl, lease_end, hold_until, renew) -> watch, id | nil, err
---       registers a held lock with the native watchdog thread
+--   ch:watch(key, token, ttl, lease_end, hold_until, renew [, spare]) -> watch, id | nil, err
+--       registers a held lock with the native watchdog thread; spare: a
+--       released lock's watch handle, bound anew instead of a new one
+--       made (false or absent: none). Both transports' (the cosocket one's
+--       watchdog is native too)
 --   ch:losses() -> { id, reason, ... } | nil     pending loss reports
 --   ch:fd() -> fd | nil, err                      readable while reports wait
 --   ch:stats() -> table                           the C core's counters
