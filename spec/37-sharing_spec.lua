@@ -1,4 +1,5 @@
--- One process, many clients: clients configured the same share one
+-- One process, many clients: one renewal thread for all of them
+-- (csrc/watchdog/wd_thread.c); clients configured the same share one
 -- topology (one thread following the sentinels, one subscription per
 -- sentinel: csrc/topo/topo_share.c), each keeps its own locks through a
 -- failover, and closing one leaves the others following; and fork while
@@ -67,6 +68,8 @@ describe("clients of one process", function()
       locks[i] = assert(clients[i]:acquire(fresh(), { ttl = 5 }))
     end
     assert.equal(before + 1, threads_named("redislock-topo"))
+    -- and one renewal thread for every client of the process
+    assert.equal(1, threads_named("redislock-wd"))
     -- one subscription and one pass connection per sentinel for all 20
     for _, a in ipairs(sen:addrs()) do
       assert.is_true(conns_to(a.port) <= 2, "connections to sentinel " .. a.port .. ": " .. conns_to(a.port))
@@ -94,6 +97,8 @@ describe("clients of one process", function()
       clients[i]:close()
     end
     assert.equal(before, threads_named("redislock-topo"))
+    -- (the last client gone, the renewal thread is joined: none left of ours)
+    assert.equal(0, threads_named("redislock-wd"))
   end)
 
   it("forked a thousand times while failovers run, every child finishes", function()

@@ -23,18 +23,12 @@
 /* The topology changed (a new master, a doubt cast or lifted): the thread
  * looks at once. Called under the topology's mutex, from any thread. */
 static void wd_topo_changed(void *arg) {
-    wd *w = arg;
-    uint64_t one = 1;
-    int fd = __atomic_load_n(&w->wake_fd, __ATOMIC_ACQUIRE);
-    if (fd >= 0 && write(fd, &one, sizeof one) < 0) {
-        /* saturated: it is being woken anyway */
-    }
+    wd_wake(arg);
 }
 
 wd *wd_new(topo *t, char *errbuf, size_t errlen) {
     wd *w = calloc(1, sizeof *w);
     if (w == NULL) goto nomem;
-    w->wake_fd = -1;
     w->losses.efd = -1;
     if (conn_config_copy(&w->cfg, &t->cfg) != 0) goto nomem;
     w->extend_script = script_find("extend");
@@ -43,8 +37,7 @@ wd *wd_new(topo *t, char *errbuf, size_t errlen) {
         snprintf(errbuf, errlen, "a renewal script is not embedded (build/scripts_gen.h)");
         goto fail;
     }
-    if (wd_losses_init(&w->losses) != 0 ||
-        (w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+    if (wd_losses_init(&w->losses) != 0) {
         snprintf(errbuf, errlen, "cannot make an eventfd: %s", strerror(errno));
         goto fail;
     }
@@ -66,7 +59,6 @@ nomem:
     snprintf(errbuf, errlen, "out of memory");
 fail:
     if (w) {
-        if (w->wake_fd >= 0) close(w->wake_fd);
         wd_losses_free(&w->losses);
         conn_config_free(&w->cfg);
         free(w);
@@ -80,22 +72,15 @@ void wd_retain(wd *w) {
     pthread_mutex_unlock(&w->mu);
 }
 
-/* Stops and joins the thread if this process runs one: never waits for the
- * network, the wakeup ends the thread's poll at once. */
+/* No longer driven by the renewal thread, if this process's drives it:
+ * never waits for the network, the wakeup ends the thread's poll at once. */
 static void wd_join(wd *w) {
+    int ours;
     pthread_mutex_lock(&w->mu);
-    if (!w->running || w->pid != proc_id()) {
-        w->running = 0;
-        pthread_mutex_unlock(&w->mu);
-        return;
-    }
-    w->stopping = 1;
-    wd_wake(w);
-    pthread_mutex_unlock(&w->mu);
-    pthread_join(w->thread, NULL);
-    pthread_mutex_lock(&w->mu);
+    ours = w->running && w->pid == proc_id();
     w->running = 0;
     pthread_mutex_unlock(&w->mu);
+    if (ours) wd_runner_leave(w);
 }
 
 void wd_stop(wd *w) {
@@ -138,7 +123,6 @@ void wd_release(wd *w) {
     wd_heap_free(&w->heap);
     wd_losses_free(&w->losses);
     evq_free(&w->events);
-    if (w->wake_fd >= 0) close(w->wake_fd);
     conn_config_free(&w->cfg);
     pthread_mutex_destroy(&w->mu);
     free(w);
@@ -219,7 +203,7 @@ static int wd_watch_check(wd *w, char *errbuf, size_t errlen) {
     pthread_mutex_lock(&w->mu);
     wd_adopt_after_fork(w);
     if (w->stopped) why = "client closed";
-    else if (w->wake_fd < 0 || w->losses.efd < 0) why = "cannot make an eventfd: Too many open files";
+    else if (w->losses.efd < 0) why = "cannot make an eventfd: Too many open files";
     pthread_mutex_unlock(&w->mu);
     if (why == NULL) return 0;
     snprintf(errbuf, errlen, "%s", why);
@@ -298,6 +282,7 @@ int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t tokl
         snprintf(errbuf, errlen, "client closed");
         goto fail;
     }
+    /* (the thread's round for w waits for w->mu: it sees the entry) */
     if (!w->running && wd_thread_start(w, errbuf, errlen) != 0) goto fail;
     wd_idmap_put(&w->ids, e->id, e);
     w->nentries++;
@@ -306,7 +291,7 @@ int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t tokl
     /* Usually no wakeup: after a release the thread still sleeps until that
      * lock's renewal time, and a lock taken again with the same ttl is due
      * later. Sparing it keeps the thread off the hand-over's path. */
-    if (e->next_at < w->wake_at) wd_wake(w);
+    wd_wake_by(w, e->next_at);
     *id = e->id;
     pthread_mutex_unlock(&w->mu);
     return 0;
@@ -391,7 +376,7 @@ void wd_renewed(wd *w, uint64_t id, int64_t ttl_ms, int64_t lease_end_ms, int64_
             /* in flight: the links' bounds come down to it, and the thread
              * wakes for it if it sleeps past it (its loss is due then) */
             wd_lease_lowered(w, lease_end_ms);
-            if (lease_end_ms < w->wake_at) wd_wake(w);
+            wd_wake_by(w, lease_end_ms);
             e->raced = 1;   /* wd_renewal_ok renews at once */
         } else {
             int64_t now = monotime_ms();
@@ -399,7 +384,7 @@ void wd_renewed(wd *w, uint64_t id, int64_t ttl_ms, int64_t lease_end_ms, int64_
             e->next_at = raced ? now : now + ttl_ms / 3;
             e->slack = raced ? 0 : ttl_ms / 6;
             wd_heap_push(&w->heap, e);
-            if (e->next_at < w->wake_at) wd_wake(w);
+            wd_wake_by(w, e->next_at);
         }
     }
     pthread_mutex_unlock(&w->mu);

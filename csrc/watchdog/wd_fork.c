@@ -2,9 +2,9 @@
  * wd_fork.c: watchdogs across fork().
  *
  * pthread_atfork handlers keep the mutexes consistent: before fork every
- * watchdog's mutex is taken, so the child gets them in a known state. In the
- * child the thread does not exist; the child handler only resets state and
- * closes the parent's eventfds (the links' sockets are closed by conn_fork.c's
+ * watchdog's mutex is taken, and the renewal thread's list's, so the child
+ * gets them in a known state. In the child the thread does not exist; the
+ * child handler only resets state and closes the parent's eventfds (the links' sockets are closed by conn_fork.c's
  * own handler). The child's first call then cleans up the rest, and its
  * first watched lock starts a new thread with new connections. Locks
  * registered by the parent are never renewed or reported by the child
@@ -25,10 +25,12 @@ static void wd_atfork_prepare(void) {
     wd *w;
     pthread_mutex_lock(&wd_registry_mu);
     for (w = wd_registry; w; w = w->next_wd) pthread_mutex_lock(&w->mu);
+    wd_runner_lock();   /* (after every w->mu: wd_watch takes it under one) */
 }
 
 static void wd_atfork_parent(void) {
     wd *w;
+    wd_runner_unlock();
     for (w = wd_registry; w; w = w->next_wd) pthread_mutex_unlock(&w->mu);
     pthread_mutex_unlock(&wd_registry_mu);
 }
@@ -36,12 +38,11 @@ static void wd_atfork_parent(void) {
 /* No allocation here, and only close(2): what is safe in a fork child. */
 static void wd_atfork_child(void) {
     wd *w;
+    wd_runner_forked();
+    wd_runner_unlock();
     for (w = wd_registry; w; w = w->next_wd) {
         w->running = 0;
-        w->stopping = 0;
         w->inherited = 1;
-        if (w->wake_fd >= 0) close(w->wake_fd);
-        __atomic_store_n(&w->wake_fd, -1, __ATOMIC_RELEASE);   /* (wd_topo_changed reads it) */
         if (w->losses.efd >= 0) close(w->losses.efd);
         w->losses.efd = -1;
         w->losses.n = 0;  /* the parent's reports are not ours */
@@ -99,6 +100,5 @@ void wd_adopt_after_fork(wd *w) {
         wd_ack_forget(w, l);
         conn_drop(l->x->c);
     }
-    __atomic_store_n(&w->wake_fd, eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), __ATOMIC_RELEASE);
     w->losses.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }

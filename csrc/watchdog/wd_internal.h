@@ -78,17 +78,11 @@ typedef struct wd_link {
 
 struct wd {
     pthread_mutex_t mu;
-    pthread_t thread;
-    int running;            /* a thread exists in this process */
-    int stopping;
+    int running;            /* the process's renewal thread drives it (wd_thread.c) */
     int stopped;            /* wd_stop called: never start again */
     int refs;
-    pid_t pid;              /* process the thread runs in */
+    pid_t pid;              /* process it is driven in */
     int inherited;          /* forked: the eventfds were the parent's */
-    int wake_fd;            /* eventfd: ends the thread's poll */
-    int64_t wake_at;        /* when the thread's poll ends by itself: 0 while
-                               it is awake, INT64_MAX when only wake_fd ends
-                               it. A lock due no earlier needs no wakeup. */
 
     topo *t;                /* where keys live (shared with the Lua side) */
     /* The renewal scripts, looked up once by wd_new: each client's thread
@@ -192,9 +186,20 @@ int64_t wd_link_next_deadline(const wd *w, const wd_link *l);
 short wd_link_events(const wd_link *l);
 void wd_link_free(wd_link *l);
 
-/* wd_thread.c */
-int wd_thread_start(wd *w, char *errbuf, size_t errlen);   /* with w->mu held */
-void wd_wake(wd *w);                                         /* with w->mu held */
+/* wd_thread.c: the process's one renewal thread. wd_thread_start: w is
+ * driven by it from now on (started if need be), with w->mu held;
+ * wd_runner_leave: no longer, without w->mu (returns once no round uses
+ * w; the last one to leave joins the thread); wd_wake: it looks at every
+ * watchdog at once; wd_wake_by: if it sleeps past `at` (ms); the fork
+ * handlers' part (wd_fork.c): R.mu taken and given back, R reset in the
+ * child. */
+int wd_thread_start(wd *w, char *errbuf, size_t errlen);
+void wd_runner_leave(wd *w);
+void wd_wake(wd *w);
+void wd_wake_by(wd *w, int64_t at);
+void wd_runner_lock(void);
+void wd_runner_unlock(void);
+void wd_runner_forked(void);
 
 /* wd_events.c */
 void wd_events_init(wd *w);                                  /* at wd_new */
