@@ -1,6 +1,7 @@
 --[[
 spec/support/topology.lua -- replication, Sentinel and Cluster set-ups made of
-real redis-server / redis-sentinel processes on loopback, for specs.
+real redis-server / redis-sentinel processes on loopback, for specs
+(valkey-server / valkey-sentinel with SERVER=valkey: helpers.bin).
 
   local topo = require "spec.support.topology"
   local rep = topo.start_replicated { replicas = 1, link_proxy = true }
@@ -295,7 +296,7 @@ function M.start_sentinels(opts)
   local g = setmetatable({ list = {}, name = name, master = master, servers = opts.servers }, Sentinels)
   local ok, err = pcall(function()
     for i = 1, opts.count or 3 do
-      g.list[i] = helpers.start_redis { bin = "redis-sentinel", config = table.concat(conf, "\n") .. "\n",
+      g.list[i] = helpers.start_redis { bin = helpers.bin.sentinel, config = table.concat(conf, "\n") .. "\n",
                                         password = opts.sentinel_password, tls = opts.tls }
     end
     local why
@@ -630,7 +631,7 @@ function M.start_cluster(opts)
       s.id = s:cli_raw("CLUSTER", "MYID")
       c.by_id[s.id] = s
     end
-    local cmd = { "redis-cli" }
+    local cmd = { helpers.bin.cli }
     if opts.password then cmd[#cmd + 1] = "-a " .. helpers.quote(opts.password) .. " --no-auth-warning" end
     if opts.tls then
       cmd[#cmd + 1] = "--tls --insecure"
