@@ -248,6 +248,7 @@ lint:
 	@$(MAKE) --no-print-directory build/scripts_gen.h
 	luacheck -q --no-config --std lua51 --read-globals redis KEYS ARGV --max-line-length 120 build/scripts
 	@tools/check_layers.sh
+	@$(LUA) tools/check_paths.lua
 
 demo:
 	@tools/deps.sh $(DEMO_DEPS)

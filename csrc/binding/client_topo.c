@@ -73,7 +73,7 @@ static int meth_route(lua_State *L) {
 }
 
 /* client:follow() -> true | false
- * Sentinel: makes sure the follower thread runs (csrc/sentinel_watch.h) and
+ * Sentinel: makes sure the follower thread runs (csrc/topo/sentinel_watch.h) and
  * asks it to look now; the caller then waits for client:route to answer.
  * The one implementation of whom to trust, for transports that cannot
  * block (nginx): false when no such thread can run here. */

@@ -322,7 +322,7 @@ return function(Client)
   Client._try = try
 
   -- A notify waiter's wait with its next attempt queued behind it (see
-  -- redislock.channel wait_try, csrc/route_wait.c): the attempt runs the
+  -- redislock.channel wait_try, csrc/topo/route_wait.c): the attempt runs the
   -- moment the BLPOP returns, before the releaser (or anyone) can answer
   -- the release, and the handoff costs one round trip fewer. Not for the
   -- waits WAIT must count (it counts writes of the main connection) or

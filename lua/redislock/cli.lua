@@ -11,7 +11,7 @@
 -- COMMAND alone. The guard is the job's subreaper, so processes whose parent
 -- exits stay its descendants, and a lost lock's signals reach all of them.
 -- Should the guard itself die (SIGKILL), the job's group leader
--- (csrc/process_leader.c) passes that on to the job's process group.
+-- (csrc/process/process_leader.c) passes that on to the job's process group.
 
 local redislock = require "redislock"
 local core = require "redislock.core"
@@ -510,7 +510,7 @@ local function cmd_run(args, launch)
   end
   if opts["fence-env"] then env[opts["fence-env"]] = fence_string(lock.fence) end
   -- The job's own process group, led by a process that passes our death
-  -- on to all of it (csrc/process_leader.c); not at a terminal's prompt,
+  -- on to all of it (csrc/process/process_leader.c); not at a terminal's prompt,
   -- where the job must stay in the terminal's foreground group.
   local leader = not process.foreground_tty() and process.job_leader(death_signal, opts["kill-after"] or 10) or nil
   local function end_leader(job)

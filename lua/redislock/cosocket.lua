@@ -302,7 +302,7 @@ function Transport:_refresh()
     return nil, "connection failed: cluster unreachable (last: " .. tostring(last) .. ")"
   end
   -- Sentinel: whom to trust is decided in one place, the C topology's
-  -- follower thread (csrc/sentinel.h: a majority of the sentinels, the
+  -- follower thread (csrc/topo/sentinel.h: a majority of the sentinels, the
   -- highest config-epoch, no failover under way, ROLE). It runs in this
   -- worker, asks the sentinels every second and at once on their failover
   -- events; here we only ask it to look now and wait for its answer.
@@ -354,7 +354,7 @@ end
 
 -- Runs fn(red) on a pooled connection to the node of key; the result as
 -- the native client's. What a refusal or a failure asks for is the C
--- core's rule (core.recovery, csrc/recovery.h), the native router's: MOVED
+-- core's rule (core.recovery, csrc/topo/recovery.h), the native router's: MOVED
 -- and READONLY look the topology up again and retry, ASK sends ASKING to
 -- the named node first, TRYAGAIN and LOADING are waited out until the
 -- caller's deadline (until_t, core.monotime's clock) or the timeout,
@@ -580,7 +580,7 @@ end
 -- until the migration ends.
 function Transport:wait_try(key, seconds, _, name, ...)
   self:_check()
-  -- Sentinel: never (as csrc/route_wait.c): a BLPOP on a master demoted
+  -- Sentinel: never (as csrc/topo/route_wait.c): a BLPOP on a master demoted
   -- meanwhile ends there, and the attempt behind it would run on a node
   -- the sentinels no longer name. The plain wait sends its attempt to the
   -- confirmed master.

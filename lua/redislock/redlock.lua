@@ -6,9 +6,9 @@
 -- master and counts as held while a majority (N/2 + 1) holds it:
 --
 -- acquire   one token for all masters; SET NX PX sent to all of them at
---           once (one polled fan-out in C, csrc/fanout.c, under one
+--           once (one polled fan-out in C, csrc/topo/fanout.c, under one
 --           deadline); granted iff a majority granted it AND the validity
---           ttl - elapsed - drift is still positive (drift: csrc/lease.h,
+--           ttl - elapsed - drift is still positive (drift: csrc/base/lease.h,
 --           the one definition). Each master gets master_timeout(ttl):
 --           ttl/20, at least 10 ms, at most the client's timeout. On
 --           failure it releases on every master, including those that did
@@ -216,7 +216,7 @@ function RedlockClient:_acquire(fname, name, opts)
       local limit = deadline - now
       if holder_ms then limit = math.min(limit, holder_ms / 1000) end
       if self._conn:sleep(math.max(0, math.min(backoff.delay(attempt), limit))) == false then
-        return nil, "interrupted: a signal ended the wait"   -- (csrc/intr.h)
+        return nil, "interrupted: a signal ended the wait"   -- (csrc/base/intr.h)
       end
     end
   end)

@@ -94,7 +94,7 @@ function _M.run(client, name, try, signal, wait, opts, heartbeat)
     else
       slept = ch:sleep(min(backoff.delay(attempt), limit))
     end
-    if wkind == "interrupted" or slept == false then   -- (a signal: csrc/intr.h)
+    if wkind == "interrupted" or slept == false then   -- (a signal: csrc/base/intr.h)
       err = wkind and werr or "interrupted: a signal ended the wait"
       metrics.acquire_done(client, name, nil, err, t_call, attempt)   -- [metrics]
       return nil, err
@@ -128,7 +128,7 @@ function _M.acquire(owner, fname, opts, kind, signal, attempt, heartbeat, on_gra
     if lock and on_grant then on_grant(lock, r) end
     return lock, gerr
   end
-  -- Protected: a signal's hook (csrc/intr.h) may raise inside, after a
+  -- Protected: a signal's hook (csrc/base/intr.h) may raise inside, after a
   -- grant whose reply it cut off: the share is given back then.
   local ok, lock, err = pcall(_M.run, client, name, try, signal, wait, opts, heartbeat)
   if not ok then
