@@ -249,6 +249,14 @@ lint:
 	luacheck -q --no-config --std lua51 --read-globals redis KEYS ARGV --max-line-length 120 build/scripts
 	@tools/check_layers.sh
 	@$(LUA) tools/check_paths.lua
+	@$(LUA) tools/gen_cli_docs.lua --check
+
+# docs/cli.md's Options and Exit status tables and the man page's OPTIONS and
+# EXIT STATUS, from the command line's own tables (lua/redislock/cli_options.lua),
+# which `redislock help` lists too: edit there, then `make docs`.
+docs:
+	@tools/deps.sh lua$(LUA_VERSION)
+	@$(LUA) tools/gen_cli_docs.lua
 
 demo:
 	@tools/deps.sh $(DEMO_DEPS)

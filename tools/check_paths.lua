@@ -14,8 +14,8 @@ its context, not a path). A word that starts with ../ is resolved from the
 file's own folder, as a markdown link is. A word with * names a glob,
 which must match at least one file. Anything else (a system header
 <sys/types.h>, a URL, /usr/local/..., ./job, what the build makes: build/,
-redislock/core.so) is not a repository path. The files are git's (git ls-files), or the work tree's
-outside a git checkout. Prints "FILE:LINE: PATH does not exist" for each
+redislock/core.so) is not a repository path. The files are git's (git
+ls-files, new ones too), or the work tree's outside a git checkout. Prints "FILE:LINE: PATH does not exist" for each
 and exits 1 if there is any.
 ]]
 
@@ -28,7 +28,7 @@ local function lines_of(cmd)
 end
 
 -- The repository's files and folders, as a set of paths ("a/b.c", "a", "a/b").
-local files = lines_of("git ls-files")
+local files = lines_of("git ls-files --cached --others --exclude-standard")
 if #files == 0 then
   files = lines_of("find . -path ./build -prune -o -path ./.git -prune -o -type f -print")
   for i, f in ipairs(files) do files[i] = f:gsub("^%./", "") end

@@ -22,20 +22,18 @@ local errors = require "redislock.errors"
 local holdermod = require "redislock.holder"
 local textmod = require "redislock.text"
 
-local usage, spec_of, parse = options.usage, options.spec_of, options.parse
+local usage, spec_for, parse = options.usage, options.spec_for, options.parse
 local check_name, one_name = options.check_name, options.one_name
 
 local _M = { _VERSION = redislock._VERSION }
 
--- Exit statuses, documented in --help, docs/cli.md and docs/redislock.1.
-local EXIT = {
-  conflict = 1,        -- not taken (run: --conflict-exit-code); status: not held
-  usage = 2,           -- bad arguments, bad URL, bad numbers; nothing was done
-  unavailable = 69,    -- Redis unreachable, refused, or answered an error
-  lost = 75,           -- run: the lock was lost while the job ran, and it was stopped
-  cannot_exec = 126,   -- run: COMMAND exists but could not be executed
-  cannot_run = 127,    -- run: COMMAND not found
-}
+-- Exit statuses by name (conflict, usage, unavailable, lost, cannot_exec,
+-- cannot_run), from cli_options.EXITS, which the help and the docs are
+-- made from.
+local EXIT = {}
+for _, e in ipairs(options.EXITS) do
+  if e.key then EXIT[e.key] = e.code end
+end
 _M.EXIT = EXIT
 
 local HELP = require "redislock.cli_help"
@@ -170,7 +168,7 @@ local ROW_FIELDS = { "name", "kind", "holder", "since", "held_for", "ttl", "wait
 local INTEGERS = { fence = true, waiters = true }
 
 local function cmd_status(args)
-  local opts, rest = parse(args, 2, spec_of({ ["show-token"] = "flag", json = "flag" }))
+  local opts, rest = parse(args, 2, spec_for("status"))
   if opts.help then return say(io.stdout, HELP.status) or 0 end
   if opts.version then return say(io.stdout, "redislock ", redislock._VERSION) or 0 end
   local name = one_name(rest, "status")
@@ -220,7 +218,7 @@ local function columns(rows)
 end
 
 local function cmd_list(args)
-  local opts, rest = parse(args, 2, spec_of({ json = "flag" }))
+  local opts, rest = parse(args, 2, spec_for("list"))
   if opts.help then return say(io.stdout, HELP.list) or 0 end
   if opts.version then return say(io.stdout, "redislock ", redislock._VERSION) or 0 end
   if rest[2] ~= nil then usage("list takes at most one PATTERN") end
@@ -251,7 +249,7 @@ local function cmd_list(args)
 end
 
 local function cmd_release(args)
-  local opts, rest = parse(args, 2, spec_of({ token = "string" }))
+  local opts, rest = parse(args, 2, spec_for("release"))
   if opts.help then return say(io.stdout, HELP.release) or 0 end
   if opts.version then return say(io.stdout, "redislock ", redislock._VERSION) or 0 end
   local name = one_name(rest, "release")
@@ -266,7 +264,7 @@ local function cmd_release(args)
 end
 
 local function cmd_break(args)
-  local opts, rest = parse(args, 2, spec_of({ force = "flag" }))
+  local opts, rest = parse(args, 2, spec_for("break"))
   if opts.help then return say(io.stdout, HELP["break"]) or 0 end
   if opts.version then return say(io.stdout, "redislock ", redislock._VERSION) or 0 end
   local name = one_name(rest, "break")
@@ -284,12 +282,7 @@ end
 
 --- run ----------------------------------------------------------------------
 
-local RUN_SPEC = spec_of({
-  ttl = "number", wait = "number", timeout = { "number", key = "wait" },
-  nonblock = "flag", ["conflict-exit-code"] = "number", close = "flag",
-  ["on-lost"] = "string", ["kill-after"] = "number", ["death-signal"] = "string",
-  ["fence-env"] = "string", ["keep-env"] = "flag", verbose = "flag", quiet = "flag",
-}, { n = "nonblock", w = "wait", E = "conflict-exit-code", o = "close" })
+local RUN_SPEC = spec_for("run")
 
 -- Signals passed on to the job when another process sends them to us.
 local FORWARDED = { "HUP", "INT", "QUIT", "TERM", "USR1", "USR2" }
