@@ -91,15 +91,25 @@ local function resolve_url(opts)
   return { "redis://127.0.0.1:6379" }
 end
 
--- connect's tls table from --tls-* (always: the library refuses them
--- with a redis:// URL) or $REDISLOCK_TLS_* (only for rediss:// URLs: the
--- environment may name a CA for every invocation), or nil.
+-- The --tls-* options, in the order the help lists them.
+local TLS_OPTIONS = { "tls-ca", "tls-cert", "tls-key", "tls-server-name", "tls-insecure" }
+
+-- connect's tls table from --tls-* (only with a rediss:// URL: given with
+-- a plain one, they are a usage error in our words) or $REDISLOCK_TLS_*
+-- (only for rediss:// URLs: the environment may name a CA for every
+-- invocation), or nil.
 local function tls_config(opts, urls)
   local tls = { ca = opts["tls-ca"], cert = opts["tls-cert"], key = opts["tls-key"],
     server_name = opts["tls-server-name"] }
   if opts["tls-insecure"] then tls.verify = false end
   local rediss = false
   for _, u in ipairs(urls) do rediss = rediss or u:lower():match("^rediss") ~= nil end
+  if not rediss then
+    for _, name in ipairs(TLS_OPTIONS) do
+      -- (never the URL itself in a message: it may hold a password)
+      if opts[name] then usage("--" .. name .. " needs a rediss:// URL: the one given is not TLS") end
+    end
+  end
   if rediss then
     for field, var in pairs({ ca = "REDISLOCK_TLS_CA", cert = "REDISLOCK_TLS_CERT", key = "REDISLOCK_TLS_KEY" }) do
       local v = os.getenv(var)
@@ -108,6 +118,25 @@ local function tls_config(opts, urls)
   end
   if next(tls) ~= nil then return tls end
 end
+
+-- The library's words for an argument or a config field it refused, in
+-- the command line's: the option that set it. "bad argument 'tls' to
+-- 'connect' (why)" and "bad config field 'tls' (tls.ca: why)" become
+-- "--tls-ca: why"; a Lua position before them is dropped. Others are left
+-- as they are, less "redislock: ".
+local FIELD_OPTIONS = { url = "--url", prefix = "--prefix", ["tls.ca"] = "--tls-ca", ["tls.cert"] = "--tls-cert",
+  ["tls.key"] = "--tls-key", ["tls.server_name"] = "--tls-server-name", ["tls.verify"] = "--tls-insecure" }
+local function cli_words(msg)
+  msg = tostring(msg):gsub("^[^\n]-%.lua:%d+: ", ""):gsub("^redislock: ", "")
+  local field, why = msg:match("^bad %a+ field '([^']+)' %((.*)%)$")
+  if not field then field, why = msg:match("^bad argument '([^']+)' to '[^']+' %((.*)%)$") end
+  if not field then return msg end
+  local sub, rest = why:match("^([%w_.]+): (.*)$")
+  if sub and FIELD_OPTIONS[sub] then return FIELD_OPTIONS[sub] .. ": " .. rest end
+  if FIELD_OPTIONS[field] then return FIELD_OPTIONS[field] .. ": " .. why end
+  return msg
+end
+_M.cli_words = cli_words
 
 -- Connects: one URL (a Redis, redis+sentinel://, redis+cluster://, and
 -- their rediss forms), or several: one lock over those independent masters
@@ -118,10 +147,13 @@ local function connect(opts, urls)
   -- Only when asked: a library without the option refuses unknown ones.
   if opts.strict then cfg.strict = true end
   local ok, client, err = pcall(redislock.connect, cfg)
-  if not ok then
-    return nil, fail(EXIT.usage, (tostring(client):gsub("^redislock: ", "")))
+  if not ok then return nil, fail(EXIT.usage, cli_words(client)) end
+  if not client then
+    -- (the library names its own option: ours is --strict)
+    local refused = tostring(err):gsub("%s*%[strict = true%]$", "")
+    if refused ~= err then err = refused .. "; refused: --strict" end
+    return nil, fail(EXIT.unavailable, err)
   end
-  if not client then return nil, fail(EXIT.unavailable, err) end
   return client
 end
 
@@ -384,8 +416,9 @@ local function supervise(client, lock, job, opts)
     client:poll()
     if not lost_at and not lock:held() then
       lost_at = core.monotime()
-      say(io.stderr, "redislock: lock ", lock.name, " lost (", tostring(lock.lost_reason), ")",
-        on_lost == "ignore" and "; the job keeps running" or "; stopping the job")
+      -- (the name quoted: a lock named "lost" must not read "lock lost lost")
+      say(io.stderr, "redislock: the lock \"", textmod.shown(lock.name), "\" was lost (", tostring(lock.lost_reason),
+        ")", on_lost == "ignore" and "; the job keeps running" or "; stopping the job")
       if on_lost == "term" then
         signal_job("TERM")
         signal_job("CONT")
@@ -563,8 +596,9 @@ function _M.main(args, launch)
     return fail(EXIT.usage, status.usage .. " (see redislock help " .. first .. ")")
   end
   -- the library refused an argument we let through: still a usage error
-  if type(status) == "string" and status:find("redislock: bad argument", 1, true) then
-    return fail(EXIT.usage, status:match("(redislock: bad argument.*)$"):gsub("^redislock: ", ""))
+  if type(status) == "string" and (status:find("redislock: bad argument", 1, true)
+      or status:find("bad config field", 1, true)) then
+    return fail(EXIT.usage, cli_words(status))
   end
   error(status, 0)
 end
