@@ -6,8 +6,12 @@
 #   make demo       contended counter against a throwaway redis-server
 #   make demo-postgres  inventory on a throwaway PostgreSQL, holders frozen past
 #                   their lease: the oversell with and without fences
-#   make lint       luacheck, the C layers' includes, and every Lua function
-#                   short (80 lines, 7 parameters at most)
+#   make lint       luacheck on lua/ and spec/, the layers' includes (by
+#                   path), every C function short (80 lines) and every Lua
+#                   one (80 lines, 7 parameters), every repository path the
+#                   docs and comments name, and the generated parts of
+#                   docs/cli.md and docs/redislock.1
+#   make docs       regenerate those parts from lua/redislock/cli_options.lua
 #   make ctest      the C unit tests (test/c/), no server needed
 #   make install    into $(DESTDIR)$(PREFIX) (LUA_LMOD / LUA_CMOD)
 #   make sanitize   specs on an ASan+UBSan build of the core
@@ -17,6 +21,10 @@
 #   make testnotls  the specs of a build without TLS (make TLS=no's core)
 #   make test51     core specs on Lua 5.1 (LuaJIT/OpenResty's language)
 #   make test52     the same specs on Lua 5.2 (and test53 on 5.3)
+#   make test-valkey    core specs with every server a Valkey 8 (installed from
+#                   bookworm-backports, pinned: tools/valkey.sh)
+#   make test-hiredis1  core specs and C tests on a core built against Debian
+#                   trixie's hiredis 1.2, unpacked into build/ (never installed)
 #   make torture    fault-injection run with a report (DURATION=300 for the long one;
 #                   SENTINEL=1 over Sentinel, with failovers; REDLOCK=3 over
 #                   three Redlock masters; RESOURCE=postgres: the resource
@@ -28,6 +36,10 @@
 #   make bench-plot PNGs of handoff latency and watchdog cost into bench/plots/
 #   make fuzz       libFuzzer on the C core for FUZZ_SECONDS (30)
 #   make ci-deps    install every Debian package CI's targets need, at once
+#
+# Each target installs only the Debian packages it uses: `make` and `make
+# install` the build's, `make lint` lua5.4 and luacheck, `make demo` a Redis
+# and the spec helpers', `make test` everything its specs start.
 #
 # The spec targets run JOBS spec files at a time (tools/run_specs.sh; 4,
 # make valgrind 1): make test JOBS=1 runs them one after another.
@@ -53,12 +65,20 @@ MANDIR      ?= $(PREFIX)/share/man
 # TLS: yes, no, or auto (the default: yes when pkg-config finds OpenSSL).
 TLS        ?= auto
 
-# Debian packages each target needs (installed by tools/deps.sh if missing).
-# PostgreSQL: the fenced-write specs on a real database (spec/31), `make torture
-# RESOURCE=postgres` and `make demo-postgres`.
+# Debian packages each target needs (installed by tools/deps.sh if missing),
+# each target only what it uses: `make` the build's, `make lint` luacheck's,
+# `make test` everything its specs run.
+# SPEC_DEPS: what spec/helpers.lua and busted need, with no server (make
+# test-valkey brings its own, tools/valkey.sh). PostgreSQL: the fenced-write
+# specs on a real database (spec/31), `make torture RESOURCE=postgres` and
+# `make demo-postgres`; luarocks: spec/07 and make rock; groff: spec/13's
+# check of the man page.
 BUILD_DEPS  = pkg-config liblua$(LUA_VERSION)-dev libhiredis-dev lua$(LUA_VERSION) $(if $(filter no,$(TLS)),,libssl-dev)
-TEST_DEPS   = $(BUILD_DEPS) redis-server redis-tools redis-sentinel iproute2 util-linux lua-busted lua-check lua-system lua-socket luarocks openssl \
-              postgresql-15 lua-sql-postgres groff-base
+LINT_DEPS   = lua$(LUA_VERSION) lua-check
+SPEC_DEPS   = $(BUILD_DEPS) iproute2 util-linux lua-busted lua-system lua-socket openssl
+REDIS_DEPS  = redis-server redis-tools redis-sentinel
+DEMO_DEPS   = $(SPEC_DEPS) $(REDIS_DEPS)
+TEST_DEPS   = $(SPEC_DEPS) $(REDIS_DEPS) lua-check luarocks postgresql-15 lua-sql-postgres groff-base
 TEST51_DEPS = liblua5.1-0-dev lua5.1
 TEST52_DEPS = liblua5.2-dev lua5.2
 TEST53_DEPS = liblua5.3-dev lua5.3
@@ -102,9 +122,10 @@ NOLUA_SRCS := $(filter-out csrc/binding/% csrc/process/%,$(SRCS))
 CORE_INCLUDES = -Icsrc -Ibuild
 
 # No -llua: the host (lua5.4, nginx, ...) provides the Lua symbols.
+# (hiredis' flags are a variant's: see variant_hiredis_cflags)
 BASE_CFLAGS = -std=c99 -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L \
-              $(WARN) $(HIREDIS_CFLAGS) $(CORE_INCLUDES)
-ALL_CFLAGS  = $(BASE_CFLAGS) $(CFLAGS) $(LUA_CFLAGS)
+              $(WARN) $(CORE_INCLUDES)
+ALL_CFLAGS  = $(BASE_CFLAGS) $(HIREDIS_CFLAGS) $(CFLAGS) $(LUA_CFLAGS)
 ALL_LDFLAGS = -shared $(LDFLAGS)
 LIBS        = $(HIREDIS_LIBS) $(TLS_LIBS) -lpthread -lm
 SAN_FLAGS   = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
@@ -114,13 +135,25 @@ SAN_FLAGS   = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-s
 # files (-MMD), the module as redislock/core.so (so that "./build/<v>/?.so"
 # finds it). Only what changed is compiled again; `make -j` runs them in
 # parallel. A variant is a Lua (lua5.1 ... lua5.4, luajit: its headers), or
-# asan (Lua 5.4's headers, ASan + UBSan), or notls (Lua 5.4's, no TLS).
+# asan (Lua 5.4's headers, ASan + UBSan), notls (Lua 5.4's, no TLS), or
+# hiredis1 (Lua 5.4's, against Debian trixie's hiredis 1.2 unpacked into
+# build/hiredis1/root/ by tools/hiredis1.sh, found at run time through an
+# rpath: never the system's hiredis).
 #   $(call variant_cflags,V): the flags that differ
-variant_lua    = $(if $(filter asan notls,$(1)),$(LUA_PC),$(1))
-variant_cflags = $(if $(filter $(LUA_PC),$(call variant_lua,$(1))),$(LUA_CFLAGS),$(shell $(PKG_CONFIG) --cflags $(call variant_lua,$(1)) 2>/dev/null)) \
+variant_lua    = $(if $(filter asan notls hiredis1,$(1)),$(LUA_PC),$(1))
+variant_cflags = $(call variant_hiredis_cflags,$(1)) \
+                 $(if $(filter $(LUA_PC),$(call variant_lua,$(1))),$(LUA_CFLAGS),$(shell $(PKG_CONFIG) --cflags $(call variant_lua,$(1)) 2>/dev/null)) \
                  $(if $(filter asan,$(1)),$(SAN_FLAGS),$(CFLAGS)) $(if $(filter notls,$(1)),,$(TLS_CFLAGS))
-variant_libs   = $(if $(filter notls,$(1)),$(filter-out $(TLS_LIBS),$(LIBS)),$(LIBS))
-VARIANTS = lua5.1 lua5.2 lua5.3 lua5.4 luajit asan notls $(LUA_PC)
+variant_libs   = $(if $(filter hiredis1,$(1)),$(HIREDIS1_LIBS) $(filter-out $(HIREDIS_LIBS),$(LIBS)),$(if $(filter notls,$(1)),$(filter-out $(TLS_LIBS),$(LIBS)),$(LIBS)))
+variant_hiredis_cflags = $(if $(filter hiredis1,$(1)),$(HIREDIS1_CFLAGS),$(HIREDIS_CFLAGS))
+VARIANTS = lua5.1 lua5.2 lua5.3 lua5.4 luajit asan notls hiredis1 $(LUA_PC)
+
+# hiredis 1.x (make test-hiredis1): the headers and library tools/hiredis1.sh
+# unpacked (their lib/<multiarch>/ is known once they are there).
+HIREDIS1_ROOT   = build/hiredis1/root
+HIREDIS1_LIBDIR = $(patsubst %/,%,$(dir $(firstword $(wildcard $(HIREDIS1_ROOT)/usr/lib/*/libhiredis.so.1.1.0))))
+HIREDIS1_CFLAGS = -I$(HIREDIS1_ROOT)/usr/include/hiredis
+HIREDIS1_LIBS   = -L$(HIREDIS1_LIBDIR) -Wl,-rpath,$(abspath $(HIREDIS1_LIBDIR)) -lhiredis
 
 define core_variant
 build/$(1)/obj/%.o: %.c build/scripts_gen.h $$(TLS_FLAG)
@@ -166,7 +199,7 @@ SCRIPTS = $(sort $(wildcard lua/redislock/scripts/*.lua))
 SCRIPT_LIBS = $(wildcard lua/redislock/scripts/lib/*.lua)
 LUA_MODULES = $(filter-out lua/redislock/scripts/%,$(wildcard lua/redislock/*.lua))
 
-.PHONY: all deps test-deps ci-deps test ctest specs lint demo demo-postgres install install-files uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 test52 test53 testjit testnotls fuzz
+.PHONY: all deps test-deps ci-deps test ctest specs lint docs demo demo-postgres test-valkey test-hiredis1 install install-files uninstall clean sanitize valgrind helgrind rock torture bench bench-plot test51 test52 test53 testjit testnotls fuzz
 
 # DEPS=no: install no Debian packages (luarocks passes it: it brings the Lua
 # headers itself, and may not run as root). Without it a plain `make` on a
@@ -189,6 +222,7 @@ test-deps:
 # (two apt-gets at once fail on dpkg's lock).
 ci-deps:
 	@tools/deps.sh $(TEST_DEPS) $(TEST51_DEPS) $(TEST52_DEPS) $(TEST53_DEPS) $(TESTJIT_DEPS) $(FUZZ_DEPS)
+	@tools/valkey.sh
 
 # (the folder too: its time changes when a script is added or removed)
 build/scripts_gen.h: tools/gen_scripts.lua $(SCRIPTS) $(SCRIPT_LIBS) lua/redislock/scripts lua/redislock/scripts/lib
@@ -202,6 +236,9 @@ build/scripts_gen.h: tools/gen_scripts.lua $(SCRIPTS) $(SCRIPT_LIBS) lua/redislo
 CTESTS       = native_cmd_test wd_heap_test reply_fast_test conn_wait_test recovery_test cluster_nodes_test hostport_test topo_fork_test
 CTEST_CFLAGS = -std=c99 -D_POSIX_C_SOURCE=200809L $(WARN) $(HIREDIS_CFLAGS) $(TLS_CFLAGS) $(CORE_INCLUDES)
 CTEST_LIBS   = $(HIREDIS_LIBS) $(TLS_LIBS) -lpthread
+# (make test-hiredis1's: the same tests against hiredis 1.x)
+CTEST1_CFLAGS = $(filter-out $(HIREDIS_CFLAGS),$(CTEST_CFLAGS)) $(HIREDIS1_CFLAGS)
+CTEST1_LIBS   = $(HIREDIS1_LIBS) $(TLS_LIBS) -lpthread
 
 build/$(LUA_PC)/test/%: test/c/%.c build/$(LUA_PC)/libcore_nolua.a $(wildcard test/c/*.h)
 	@mkdir -p $(@D)
@@ -210,6 +247,10 @@ build/$(LUA_PC)/test/%: test/c/%.c build/$(LUA_PC)/libcore_nolua.a $(wildcard te
 build/asan/test/%: test/c/%.c build/asan/libcore_nolua.a $(wildcard test/c/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CTEST_CFLAGS) $(SAN_FLAGS) -o $@ $< build/asan/libcore_nolua.a $(CTEST_LIBS)
+
+build/hiredis1/test/%: test/c/%.c build/hiredis1/libcore_nolua.a $(wildcard test/c/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CTEST1_CFLAGS) $(CFLAGS) -o $@ $< build/hiredis1/libcore_nolua.a $(CTEST1_LIBS)
 
 ctest: deps
 	@$(call locked,$(LUA_PC)) $(MAKE) --no-print-directory $(CTESTS:%=build/$(LUA_PC)/test/%)
@@ -220,7 +261,8 @@ test: test-deps
 	@$(MAKE) --no-print-directory all ctest
 	@LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(SPECS)
 
-lint: test-deps
+lint:
+	@tools/deps.sh $(LINT_DEPS)
 	luacheck -q $(wildcard lua spec bench bin tools test)
 	@$(MAKE) --no-print-directory build/scripts_gen.h
 	luacheck -q --no-config --std lua51 --read-globals redis KEYS ARGV --max-line-length 120 build/scripts
@@ -228,8 +270,18 @@ lint: test-deps
 	@tools/check_c_functions.sh
 	@# (every Lua file but the specs' own: tools/check_functions.lua says why)
 	@$(LUA) tools/check_functions.lua $(LUAC) lua bin/redislock tools bench spec test
+	@$(LUA) tools/check_paths.lua
+	@$(LUA) tools/gen_cli_docs.lua --check
 
-demo: test-deps
+# docs/cli.md's Options and Exit status tables and the man page's OPTIONS and
+# EXIT STATUS, from the command line's own tables (lua/redislock/cli_options.lua),
+# which `redislock help` lists too: edit there, then `make docs`.
+docs:
+	@tools/deps.sh lua$(LUA_VERSION)
+	@$(LUA) tools/gen_cli_docs.lua
+
+demo:
+	@tools/deps.sh $(DEMO_DEPS)
 	@$(MAKE) --no-print-directory all
 	@$(LUA) tools/demo.lua
 
@@ -318,6 +370,46 @@ testnotls: test-deps
 	@$(call locked,notls) $(MAKE) --no-print-directory build/notls/testing/$(TARGET)
 	@REDISLOCK_CPATH="./build/notls/testing/?.so" LUA="$(LUA)" BUSTED="$(BUSTED)" \
 	 tools/run_specs.sh spec/04-arguments_spec.lua spec/30-tls_spec.lua
+
+# Valkey 8 (Debian 12: from bookworm-backports, pinned, tools/valkey.sh)
+# in place of Redis: every server the specs start is valkey-server or
+# valkey-sentinel, and their client valkey-cli (SERVER=valkey, spec/helpers.lua;
+# spec 01 checks INFO says Valkey 8). The specs where the server, not the
+# client, decides: scripts and EVALSHA (01), AUTH, ACL and the handshake
+# (02), the primitives' scripts (03, 16, 24, 25), pipelined renewals (06),
+# BLPOP wake-ups (08), CLUSTER SLOTS/NODES and redirections (18),
+# valkey-sentinel (19), command detection (21), TLS (30). About 90 s at
+# JOBS=2.
+VALKEY_SPECS = spec/01-core_spec.lua spec/02-connect_spec.lua spec/03-lock_spec.lua spec/06-watchdog_spec.lua \
+               spec/08-waiting_spec.lua spec/16-fences_spec.lua spec/18-cluster_spec.lua spec/19-sentinel_spec.lua \
+               spec/21-native_commands_spec.lua spec/24-rwlock_spec.lua spec/25-semaphore_spec.lua spec/30-tls_spec.lua
+
+test-valkey:
+	@tools/deps.sh $(SPEC_DEPS)
+	@tools/valkey.sh
+	@$(MAKE) --no-print-directory all
+	@SERVER=valkey LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(VALKEY_SPECS)
+
+# hiredis 1.x (the system's is 0.14): Debian trixie's libhiredis-dev and
+# libhiredis1.1.0, fetched and unpacked into build/hiredis1/root/ by
+# tools/hiredis1.sh (never installed), the core and the C tests built
+# against them into build/hiredis1/. Prints the hiredis the module was built
+# with and the file it loaded (tools/hiredis_loaded.lua: both must be 1.x),
+# runs the C tests, then the specs whose bytes go through hiredis' reader:
+# replies of every shape (01, 21, 32), connections and errors (02), the
+# watchdog's pipelines (06), Cluster's nested replies and redirections
+# (18), Sentinel's (19), replies read over TLS (30).
+HIREDIS1_SPECS = spec/01-core_spec.lua spec/02-connect_spec.lua spec/03-lock_spec.lua spec/06-watchdog_spec.lua \
+                 spec/18-cluster_spec.lua spec/19-sentinel_spec.lua spec/21-native_commands_spec.lua \
+                 spec/30-tls_spec.lua spec/32-errors_spec.lua
+
+test-hiredis1:
+	@tools/deps.sh $(SPEC_DEPS) $(REDIS_DEPS)
+	@tools/hiredis1.sh build/hiredis1
+	@$(call locked,hiredis1) $(MAKE) --no-print-directory build/hiredis1/$(TARGET) $(CTESTS:%=build/hiredis1/test/%)
+	@$(LUA) tools/hiredis_loaded.lua "./build/hiredis1/?.so" 1
+	@for t in $(CTESTS); do build/hiredis1/test/$$t || exit 1; done
+	@REDISLOCK_CPATH="./build/hiredis1/?.so" LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(HIREDIS1_SPECS)
 
 # Lua 5.1 (the language of LuaJIT and OpenResty): build the core against
 # 5.1's headers into build/lua5.1/ and run the core specs on lua5.1.

@@ -182,6 +182,17 @@ describe("redislock.core", function()
     local fx = helpers.redis_fixture { raw = true }
     setup(function() srv, conn = fx.srv, fx.raw end)
 
+    it("is the server SERVER= names (make test-valkey: Valkey, else Redis)", function()
+      local info = conn:command("INFO", "server")
+      local valkey = info:match("valkey_version:([%d.]+)")
+      if helpers.server == "valkey" then
+        assert.truthy(valkey, info)
+        assert.equal("8", valkey:match("^%d+"))
+      else
+        assert.falsy(valkey, info)
+      end
+    end)
+
     it("SCRIPT LOAD of each file returns the embedded SHA", function()
       for name, s in pairs(core.scripts) do
         assert.equal(s.sha, conn:command("SCRIPT", "LOAD", (spliced(name))), name)
@@ -190,7 +201,7 @@ describe("redislock.core", function()
 
     it("sends the SHA Lua sees, as EVALSHA, falling back to SCRIPT LOAD + EVAL once", function()
       local log = helpers.tmpdir() .. "/monitor.log"
-      local mon = helpers.spawn("exec redis-cli -p " .. srv.port .. " MONITOR > " .. log)
+      local mon = helpers.spawn("exec " .. helpers.bin.cli .. " -p " .. srv.port .. " MONITOR > " .. log)
       helpers.wait_until(function()
         local f = io.open(log) local s = f and f:read("*a") if f then f:close() end
         return s and s:find("OK")

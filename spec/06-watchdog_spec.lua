@@ -18,10 +18,10 @@ local function read_file(path)
   return helpers.read_file(path) or ""
 end
 
--- Starts `redis-cli MONITOR` into a file; returns the process and the path.
+-- Starts `redis-cli MONITOR` (helpers.bin.cli) into a file; returns the process and the path.
 local function monitor(srv)
   local log = helpers.tmpdir() .. "/monitor.log"
-  local proc = helpers.spawn("exec redis-cli -p " .. srv.port .. " MONITOR > " .. log)
+  local proc = helpers.spawn("exec " .. helpers.bin.cli .. " -p " .. srv.port .. " MONITOR > " .. log)
   assert(helpers.wait_until(function() return read_file(log):find("OK") end, 5))
   return proc, log
 end

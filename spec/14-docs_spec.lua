@@ -437,6 +437,64 @@ describe("docs", function()
     end)
   end)
 
+  it("make lint's path check passes this tree and names a path that does not exist", function()
+    local out, code = helpers.sh("lua5.4 tools/check_paths.lua 2>&1")
+    assert.equal(0, code, out)
+    local dir = helpers.tmpdir()
+    write(dir .. "/stale.md", "see csrc/topo.c and lua/redislock/scripts/acquire.lua,\n" ..
+      "not scripts/acquire.lua; /usr/include/hiredis/hiredis.h and build/lua5.1/ are not ours\n")
+    out, code = helpers.sh("lua5.4 tools/check_paths.lua " .. quote(dir .. "/stale.md") .. " 2>&1")
+    assert.equal(1, code, out)
+    assert.truthy(out:find(":1: csrc/topo.c does not exist", 1, true), out)
+    assert.truthy(out:find(":2: scripts/acquire.lua does not exist", 1, true), out)
+    assert.equal(2, select(2, out:gsub("does not exist", "")), out)
+  end)
+
+  it("make docs makes cli.md's and the man page's tables from cli_options.lua, and --check sees a change", function()
+    local root = helpers.sh("pwd"):gsub("%s+$", "")
+    local dir = helpers.tmpdir()
+    helpers.sh("mkdir -p " .. quote(dir .. "/lua/redislock") .. " " .. quote(dir .. "/docs"))
+    for _, f in ipairs({ "lua/redislock/cli_options.lua", "lua/redislock/cli_help.lua", "docs/cli.md",
+                         "docs/redislock.1" }) do
+      write(dir .. "/" .. f, assert(helpers.read_file(f)))
+    end
+    local gen = "cd " .. quote(dir) .. " && lua5.4 " .. quote(root .. "/tools/gen_cli_docs.lua")
+    local out, code = helpers.sh(gen .. " --check 2>&1")
+    assert.equal(0, code, out)   -- what is committed is what make docs makes
+    local opts = helpers.read_file(dir .. "/lua/redislock/cli_options.lua")
+    local changed, n = opts:gsub('text = "grace between SIGTERM and SIGKILL"', 'text = "grace, then SIGKILL"')
+    assert.equal(1, n)
+    write(dir .. "/lua/redislock/cli_options.lua", changed)
+    out, code = helpers.sh(gen .. " --check 2>&1")
+    assert.equal(1, code, out)
+    assert.truthy(out:find("docs/cli.md: the generated options differ", 1, true), out)
+    assert.truthy(out:find("docs/redislock.1: the generated options differ", 1, true), out)
+    out, code = helpers.sh(gen .. " 2>&1")
+    assert.equal(0, code, out)
+    local md = helpers.read_file(dir .. "/docs/cli.md")
+    assert.truthy(md:find("| `--kill-after SECONDS` | `10` | grace, then SIGKILL |", 1, true))
+    assert.truthy(helpers.read_file(dir .. "/docs/redislock.1"):find("\nGrace, then SIGKILL (default: \\fB10\\fR).\n",
+      1, true))
+    out, code = helpers.sh(gen .. " --check 2>&1")
+    assert.equal(0, code, out)
+  end)
+
+  it("make and make lint install only what they use (no server, no PostgreSQL, no groff)", function()
+    for _, target in ipairs({ "all", "lint", "docs" }) do
+      local out = helpers.sh(MAKE .. " -n " .. target .. " 2>&1")
+      local installs = {}
+      for line in out:gmatch("[^\n]+") do
+        if line:find("tools/deps.sh", 1, true) then installs[#installs + 1] = line end
+      end
+      assert.is_true(#installs >= 1, target .. ": " .. out)
+      for _, line in ipairs(installs) do
+        for _, pkg in ipairs({ "postgresql", "groff", "redis-server", "lua-busted", "luarocks" }) do
+          assert.is_nil(line:find(pkg, 1, true), target .. " installs " .. pkg .. ": " .. line)
+        end
+      end
+    end
+  end)
+
   it("the Lua in the nginx example writes no global", function()
     local conf
     for _, b in ipairs(blocks(docs.section("nginx.md", "Inside nginx"))) do

@@ -34,6 +34,19 @@ local system = require "system"
 
 local M = {}
 
+-- The server the specs start: SERVER=redis (the default: redis-server,
+-- redis-sentinel, redis-cli) or SERVER=valkey (valkey-server,
+-- valkey-sentinel, valkey-cli; `make test-valkey`). Every server and every
+-- command-line client the helpers start comes from M.bin; a spec that runs
+-- a client of its own takes its name from there too.
+local SERVERS = {
+  redis = { server = "redis-server", sentinel = "redis-sentinel", cli = "redis-cli" },
+  valkey = { server = "valkey-server", sentinel = "valkey-sentinel", cli = "valkey-cli" },
+}
+M.server = os.getenv("SERVER") or "redis"
+if M.server == "" then M.server = "redis" end
+M.bin = SERVERS[M.server] or error("SERVER must be redis or valkey, not " .. M.server, 0)
+
 local START_TIMEOUT = 5   -- seconds redis gets to answer PING
 local GRACE = 2           -- seconds between SIGTERM and SIGKILL
 local PORT_ATTEMPTS = 5   -- another process may grab the port we picked
@@ -459,7 +472,7 @@ local function redis_cmdline(srv)
 end
 
 local function cli_cmdline(srv, mode, ...)
-  local a = { "redis-cli" }
+  local a = { M.bin.cli }
   if srv.path then
     a[#a + 1] = "-s " .. quote(srv.path)
   else
@@ -655,9 +668,9 @@ end
 --   debug = true     --enable-debug-command local
 --   cluster = true   --cluster-enabled yes, its own nodes.conf, a short
 --                    node timeout (cluster_node_timeout ms, 1000)
---   sentinel = text  a redis-sentinel instead, with these config lines
 --   args = {...}     extra redis-server arguments, appended last
---   bin = "redis-sentinel"  another executable taking redis-server's options
+--   bin = helpers.bin.sentinel  another executable taking redis-server's
+--                    options (default helpers.bin.server: SERVER= above)
 --   config = "text"  written to <dir>/<bin>.conf (writable: sentinel and
 --                    CONFIG REWRITE rewrite it), passed as the config file
 --   config_file = p  an existing config file instead
@@ -681,7 +694,7 @@ end
 function M.start_redis(opts)
   opts = opts or {}
   local dir = M.tmpdir()
-  local bin = opts.bin or "redis-server"
+  local bin = opts.bin or M.bin.server
   local srv = setmetatable({ opts = opts, dir = dir, log = dir .. "/redis.log", bin = bin,
                              password = opts.password, port = 0 }, Server)
   registry.servers[srv] = true

@@ -1,7 +1,10 @@
 #!/bin/sh
 # deps.sh: install the Debian packages a target needs, only those missing.
 #
-# usage: tools/deps.sh PACKAGE...
+# usage: tools/deps.sh PACKAGE[/SUITE]...
+# PACKAGE/SUITE installs that package from that suite (apt-get's own form,
+# for a suite pinned below the default, such as tools/valkey.sh's
+# bookworm-backports); whether it is missing is asked of PACKAGE.
 # Idempotent and quiet: does nothing and prints nothing when all are
 # installed (or when this is not a Debian-like system: no dpkg-query or
 # apt-get; the build then says what is missing). Otherwise prints one line,
@@ -14,7 +17,7 @@ command -v dpkg-query >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 || e
 
 missing=""
 for pkg in "$@"; do
-    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    if ! dpkg-query -W -f='${Status}' "${pkg%%/*}" 2>/dev/null | grep -q "install ok installed"; then
         missing="$missing $pkg"
     fi
 done

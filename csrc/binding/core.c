@@ -188,7 +188,7 @@ static int global_test_next_id(lua_State *L) {
 #endif
 
 /* core.hostport(s) -> host, port (nil: none given) | nil, err
- * "host[:port]" or "[v6][:port]" by the one parser (base/hostport.h), for
+ * "host[:port]" or "[v6][:port]" by the one parser (csrc/base/hostport.h), for
  * URLs and connect()'s host lists; err names the part that is wrong. */
 static int global_hostport(lua_State *L) {
     size_t len, hostlen;
@@ -207,7 +207,7 @@ static int global_hostport(lua_State *L) {
 }
 
 /* core.valid_host(host) -> whether it is a name or an address we may look
- * up (base/hostport.h); false for anything but a string. */
+ * up (csrc/base/hostport.h); false for anything but a string. */
 static int global_valid_host(lua_State *L) {
     size_t len;
     const char *host = lua_type(L, 1) == LUA_TSTRING ? lua_tolstring(L, 1, &len) : NULL;

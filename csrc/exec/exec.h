@@ -6,9 +6,9 @@
  * its key, a plain command, a waiter's BLPOP with its next attempt behind
  * it, a renewal, one master's part of a Redlock fan-out) goes through this
  * one machine, whoever drives it: the Lua side's router waiting for it
- * (topo/router.c), a poll loop with many at once (topo/fanout.c, the
+ * (csrc/topo/router.c), a poll loop with many at once (csrc/topo/fanout.c, the
  * watchdog's links), or Lua moving the bytes over nginx's cosockets
- * (binding/client_request.c). The machine decides; the drivers move bytes,
+ * (csrc/binding/client_request.c). The machine decides; the drivers move bytes,
  * wait, and do what it asks of the topology:
  *
  *   - what goes on the wire for an attempt (exec_write): the native

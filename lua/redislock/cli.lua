@@ -11,7 +11,7 @@
 -- COMMAND alone. The guard is the job's subreaper, so processes whose parent
 -- exits stay its descendants, and a lost lock's signals reach all of them.
 -- Should the guard itself die (SIGKILL), the job's group leader
--- (csrc/process_leader.c) passes that on to the job's process group.
+-- (csrc/process/process_leader.c) passes that on to the job's process group.
 
 local redislock = require "redislock"
 local core = require "redislock.core"
@@ -22,20 +22,18 @@ local errors = require "redislock.errors"
 local holdermod = require "redislock.holder"
 local textmod = require "redislock.text"
 
-local usage, spec_of, parse = options.usage, options.spec_of, options.parse
+local usage, spec_for, parse = options.usage, options.spec_for, options.parse
 local check_name, one_name = options.check_name, options.one_name
 
 local _M = { _VERSION = redislock._VERSION }
 
--- Exit statuses, documented in --help, docs/cli.md and docs/redislock.1.
-local EXIT = {
-  conflict = 1,        -- not taken (run: --conflict-exit-code); status: not held
-  usage = 2,           -- bad arguments, bad URL, bad numbers; nothing was done
-  unavailable = 69,    -- Redis unreachable, refused, or answered an error
-  lost = 75,           -- run: the lock was lost while the job ran, and it was stopped
-  cannot_exec = 126,   -- run: COMMAND exists but could not be executed
-  cannot_run = 127,    -- run: COMMAND not found
-}
+-- Exit statuses by name (conflict, usage, unavailable, lost, cannot_exec,
+-- cannot_run), from cli_options.EXITS, which the help and the docs are
+-- made from.
+local EXIT = {}
+for _, e in ipairs(options.EXITS) do
+  if e.key then EXIT[e.key] = e.code end
+end
 _M.EXIT = EXIT
 
 local HELP = require "redislock.cli_help"
@@ -93,15 +91,25 @@ local function resolve_url(opts)
   return { "redis://127.0.0.1:6379" }
 end
 
--- connect's tls table from --tls-* (always: the library refuses them
--- with a redis:// URL) or $REDISLOCK_TLS_* (only for rediss:// URLs: the
--- environment may name a CA for every invocation), or nil.
+-- The --tls-* options, in the order the help lists them.
+local TLS_OPTIONS = { "tls-ca", "tls-cert", "tls-key", "tls-server-name", "tls-insecure" }
+
+-- connect's tls table from --tls-* (only with a rediss:// URL: given with
+-- a plain one, they are a usage error in our words) or $REDISLOCK_TLS_*
+-- (only for rediss:// URLs: the environment may name a CA for every
+-- invocation), or nil.
 local function tls_config(opts, urls)
   local tls = { ca = opts["tls-ca"], cert = opts["tls-cert"], key = opts["tls-key"],
     server_name = opts["tls-server-name"] }
   if opts["tls-insecure"] then tls.verify = false end
   local rediss = false
   for _, u in ipairs(urls) do rediss = rediss or u:lower():match("^rediss") ~= nil end
+  if not rediss then
+    for _, name in ipairs(TLS_OPTIONS) do
+      -- (never the URL itself in a message: it may hold a password)
+      if opts[name] then usage("--" .. name .. " needs a rediss:// URL: the one given is not TLS") end
+    end
+  end
   if rediss then
     for field, var in pairs({ ca = "REDISLOCK_TLS_CA", cert = "REDISLOCK_TLS_CERT", key = "REDISLOCK_TLS_KEY" }) do
       local v = os.getenv(var)
@@ -110,6 +118,25 @@ local function tls_config(opts, urls)
   end
   if next(tls) ~= nil then return tls end
 end
+
+-- The library's words for an argument or a config field it refused, in
+-- the command line's: the option that set it. "bad argument 'tls' to
+-- 'connect' (why)" and "bad config field 'tls' (tls.ca: why)" become
+-- "--tls-ca: why"; a Lua position before them is dropped. Others are left
+-- as they are, less "redislock: ".
+local FIELD_OPTIONS = { url = "--url", prefix = "--prefix", ["tls.ca"] = "--tls-ca", ["tls.cert"] = "--tls-cert",
+  ["tls.key"] = "--tls-key", ["tls.server_name"] = "--tls-server-name", ["tls.verify"] = "--tls-insecure" }
+local function cli_words(msg)
+  msg = tostring(msg):gsub("^[^\n]-%.lua:%d+: ", ""):gsub("^redislock: ", "")
+  local field, why = msg:match("^bad %a+ field '([^']+)' %((.*)%)$")
+  if not field then field, why = msg:match("^bad argument '([^']+)' to '[^']+' %((.*)%)$") end
+  if not field then return msg end
+  local sub, rest = why:match("^([%w_.]+): (.*)$")
+  if sub and FIELD_OPTIONS[sub] then return FIELD_OPTIONS[sub] .. ": " .. rest end
+  if FIELD_OPTIONS[field] then return FIELD_OPTIONS[field] .. ": " .. why end
+  return msg
+end
+_M.cli_words = cli_words
 
 -- Connects: one URL (a Redis, redis+sentinel://, redis+cluster://, and
 -- their rediss forms), or several: one lock over those independent masters
@@ -120,10 +147,13 @@ local function connect(opts, urls)
   -- Only when asked: a library without the option refuses unknown ones.
   if opts.strict then cfg.strict = true end
   local ok, client, err = pcall(redislock.connect, cfg)
-  if not ok then
-    return nil, fail(EXIT.usage, (tostring(client):gsub("^redislock: ", "")))
+  if not ok then return nil, fail(EXIT.usage, cli_words(client)) end
+  if not client then
+    -- (the library names its own option: ours is --strict)
+    local refused = tostring(err):gsub("%s*%[strict = true%]$", "")
+    if refused ~= err then err = refused .. "; refused: --strict" end
+    return nil, fail(EXIT.unavailable, err)
   end
-  if not client then return nil, fail(EXIT.unavailable, err) end
   return client
 end
 
@@ -170,7 +200,7 @@ local ROW_FIELDS = { "name", "kind", "holder", "since", "held_for", "ttl", "wait
 local INTEGERS = { fence = true, waiters = true }
 
 local function cmd_status(args)
-  local opts, rest = parse(args, 2, spec_of({ ["show-token"] = "flag", json = "flag" }))
+  local opts, rest = parse(args, 2, spec_for("status"))
   if opts.help then return say(io.stdout, HELP.status) or 0 end
   if opts.version then return say(io.stdout, "redislock ", redislock._VERSION) or 0 end
   local name = one_name(rest, "status")
@@ -220,7 +250,7 @@ local function columns(rows)
 end
 
 local function cmd_list(args)
-  local opts, rest = parse(args, 2, spec_of({ json = "flag" }))
+  local opts, rest = parse(args, 2, spec_for("list"))
   if opts.help then return say(io.stdout, HELP.list) or 0 end
   if opts.version then return say(io.stdout, "redislock ", redislock._VERSION) or 0 end
   if rest[2] ~= nil then usage("list takes at most one PATTERN") end
@@ -251,7 +281,7 @@ local function cmd_list(args)
 end
 
 local function cmd_release(args)
-  local opts, rest = parse(args, 2, spec_of({ token = "string" }))
+  local opts, rest = parse(args, 2, spec_for("release"))
   if opts.help then return say(io.stdout, HELP.release) or 0 end
   if opts.version then return say(io.stdout, "redislock ", redislock._VERSION) or 0 end
   local name = one_name(rest, "release")
@@ -266,7 +296,7 @@ local function cmd_release(args)
 end
 
 local function cmd_break(args)
-  local opts, rest = parse(args, 2, spec_of({ force = "flag" }))
+  local opts, rest = parse(args, 2, spec_for("break"))
   if opts.help then return say(io.stdout, HELP["break"]) or 0 end
   if opts.version then return say(io.stdout, "redislock ", redislock._VERSION) or 0 end
   local name = one_name(rest, "break")
@@ -284,12 +314,7 @@ end
 
 --- run ----------------------------------------------------------------------
 
-local RUN_SPEC = spec_of({
-  ttl = "number", wait = "number", timeout = { "number", key = "wait" },
-  nonblock = "flag", ["conflict-exit-code"] = "number", close = "flag",
-  ["on-lost"] = "string", ["kill-after"] = "number", ["death-signal"] = "string",
-  ["fence-env"] = "string", ["keep-env"] = "flag", verbose = "flag", quiet = "flag",
-}, { n = "nonblock", w = "wait", E = "conflict-exit-code", o = "close" })
+local RUN_SPEC = spec_for("run")
 
 -- Signals passed on to the job when another process sends them to us.
 local FORWARDED = { "HUP", "INT", "QUIT", "TERM", "USR1", "USR2" }
@@ -391,8 +416,9 @@ local function supervise(client, lock, job, opts)
     client:poll()
     if not lost_at and not lock:held() then
       lost_at = core.monotime()
-      say(io.stderr, "redislock: lock ", lock.name, " lost (", tostring(lock.lost_reason), ")",
-        on_lost == "ignore" and "; the job keeps running" or "; stopping the job")
+      -- (the name quoted: a lock named "lost" must not read "lock lost lost")
+      say(io.stderr, "redislock: the lock \"", textmod.shown(lock.name), "\" was lost (", tostring(lock.lost_reason),
+        ")", on_lost == "ignore" and "; the job keeps running" or "; stopping the job")
       if on_lost == "term" then
         signal_job("TERM")
         signal_job("CONT")
@@ -504,7 +530,7 @@ local function guard(client, lock, sfd, run, opts)
   end
   if opts["fence-env"] then env[opts["fence-env"]] = fence_string(lock.fence) end
   -- The job's own process group, led by a process that passes our death
-  -- on to all of it (csrc/process_leader.c); not at a terminal's prompt,
+  -- on to all of it (csrc/process/process_leader.c); not at a terminal's prompt,
   -- where the job must stay in the terminal's foreground group.
   local death_signal = run.death_signal
   local leader = not process.foreground_tty() and process.job_leader(death_signal, opts["kill-after"] or 10) or nil
@@ -585,8 +611,9 @@ function _M.main(args, launch)
     return fail(EXIT.usage, status.usage .. " (see redislock help " .. first .. ")")
   end
   -- the library refused an argument we let through: still a usage error
-  if type(status) == "string" and status:find("redislock: bad argument", 1, true) then
-    return fail(EXIT.usage, status:match("(redislock: bad argument.*)$"):gsub("^redislock: ", ""))
+  if type(status) == "string" and (status:find("redislock: bad argument", 1, true)
+      or status:find("bad config field", 1, true)) then
+    return fail(EXIT.usage, cli_words(status))
   end
   error(status, 0)
 end

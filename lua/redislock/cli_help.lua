@@ -1,5 +1,96 @@
 --- redislock.cli_help: the texts of `redislock --help` and `redislock help
--- COMMAND` (cli.lua prints them; the exit statuses they name are cli.EXIT).
+-- COMMAND` (cli.lua prints them). Each command's options and exit statuses
+-- are listed from cli_options' tables, as the docs are (tools/gen_cli_docs.lua
+-- uses the same words through _M.names and _M.note); the prose is here.
+
+local options = require "redislock.cli_options"
+
+local WIDTH, COLUMN = 76, 28
+
+-- text without markdown's code marks, a link as its text
+local function plain(text)
+  return (text:gsub("%[([^%]]*)%]%([^)]*%)", "%1"):gsub("`", ""))
+end
+
+-- Words of `text` filled into lines of at most WIDTH, the first starting
+-- at column `at` (0-based), every other at `indent`.
+local function fill(text, at, indent)
+  local lines, line, col = {}, "", at
+  for word in text:gmatch("%S+") do
+    if line ~= "" and col + 1 + #word > WIDTH then
+      lines[#lines + 1] = line
+      line, col = string.rep(" ", indent) .. word, indent + #word
+    else
+      line = line == "" and word or line .. " " .. word
+      col = col + (line == word and 0 or 1) + #word
+    end
+  end
+  lines[#lines + 1] = line
+  return table.concat(lines, "\n")
+end
+
+--- An option's names as typed, short letter first, its value's name after
+-- the last: "-w, --wait, --timeout SECONDS". mark(s) marks each name.
+local function names(o, mark)
+  mark = mark or function(x) return x end
+  local list = {}
+  if o.short then list[#list + 1] = mark("-" .. o.short) end
+  list[#list + 1] = mark("--" .. o.long)
+  for _, a in ipairs(o.aliases or {}) do list[#list + 1] = mark("--" .. a) end
+  return table.concat(list, ", "), o.arg
+end
+
+--- What an option's text adds about its default, in markdown: " (default:
+-- `30`)", " (the default)" for a flag that is on unless told, or "".
+local function note(o)
+  if o.kind == "flag" then return o.default == "on" and " (the default)" or "" end
+  if o.default and o.default ~= "" then return " (default: " .. o.default .. ")" end
+  return ""
+end
+
+local function option_lines(cmd)
+  local out = {}
+  for _, o in ipairs(options.OPTIONS) do
+    if options.takes(o, cmd) then
+      local n, arg = names(o)
+      local head = "  " .. n .. (arg and " " .. arg or "")
+      local text = plain(o.text .. note(o))
+      if #head + 2 > COLUMN then
+        out[#out + 1] = head
+        out[#out + 1] = string.rep(" ", COLUMN) .. fill(text, COLUMN, COLUMN)
+      else
+        out[#out + 1] = head .. string.rep(" ", COLUMN - #head) .. fill(text, COLUMN, COLUMN)
+      end
+    end
+  end
+  return table.concat(out, "\n")
+end
+
+--- What exit status e means for command cmd (markdown), or nil.
+local function exit_meaning(e, cmd)
+  return e.all or e[cmd]
+end
+
+local function exit_lines(cmd)
+  local rows, width = {}, 0
+  for _, e in ipairs(options.EXITS) do
+    local meaning = exit_meaning(e, cmd)
+    if meaning then
+      rows[#rows + 1] = { tostring(e.code), plain(meaning) }
+      width = math.max(width, #rows[#rows][1])
+    end
+  end
+  local out = {}
+  for i, r in ipairs(rows) do
+    out[i] = "  " .. r[1] .. string.rep(" ", width + 2 - #r[1]) .. fill(r[2], width + 4, width + 4)
+  end
+  return table.concat(out, "\n")
+end
+
+-- The options and exit statuses of a command, as its help ends.
+local function lists(cmd)
+  return "options:\n" .. option_lines(cmd) .. "\n\nexit status:\n" .. exit_lines(cmd)
+end
 
 local HELP = {
   main = [[
@@ -56,44 +147,7 @@ process group (then SIGKILL after --kill-after); one that left the group
 SIGINT (Ctrl-C) or SIGTERM while waiting for the lock end the wait at
 once: nothing is left taken, and redislock dies of that signal (130, 143).
 
-options:
-  --url URL                 Redis URL (default: $REDISLOCK_URL); repeated:
-                            Redlock over those masters
-  --url-file FILE           read the URL from FILE, so that a password is
-                            not on the command line ($REDISLOCK_URL_FILE)
-  --prefix P                key namespace
-  --strict                  refuse a Redis whose maxmemory-policy may
-                            evict the lock
-  --tls-ca FILE, --tls-cert FILE, --tls-key FILE, --tls-server-name NAME,
-  --tls-insecure            TLS settings for rediss:// (redislock --help)
-  --ttl SECONDS             lease, renewed while the job runs (default 30)
-  -n, --nonblock            do not wait for the lock (the default)
-  -w, --wait, --timeout SECONDS
-                            wait this long for the lock (default 0)
-  -E, --conflict-exit-code N  exit status when not taken (default 1)
-  -o, --close               hold the lock for COMMAND only, not for the
-                            processes it leaves in the background
-  --on-lost term|kill|ignore  what to do to the job if the lock is lost:
-                            term (default): SIGTERM, then SIGKILL after
-                            --kill-after; kill: SIGKILL; ignore: let it run
-  --kill-after SECONDS      grace between SIGTERM and SIGKILL (default 10)
-  --death-signal SIG        sent to COMMAND if redislock dies (default TERM)
-  --fence-env NAME          also export the fence as $NAME
-  --keep-env                pass REDISLOCK_URL and REDISLOCK_URL_FILE on
-  --verbose                 say when the lock is taken, or who holds it
-  --quiet                   say nothing when the lock is busy (the default)
-  -h, --help                this help
-  -V, --version             the version
-
-exit status:
-  COMMAND's own status, or 128+N when it died of signal N
-  1    not taken (or the -E code)
-  2    usage error; nothing was done
-  69   Redis unreachable or refused the request
-  75   the lock was lost while the job ran, and the job was stopped
-       (with --on-lost ignore the status is COMMAND's own)
-  126  COMMAND exists but could not be executed
-  127  COMMAND not found]],
+]] .. lists("run"),
 
   status = [[
 usage: redislock status [--url URL] [--url-file FILE] [--prefix P] [--strict]
@@ -106,7 +160,8 @@ for it, and any warning about the server (such as an eviction policy that
 can drop locks). The holder's token is a secret and shown only with
 --show-token. --json: one JSON object (name, held, holder, since, held_for,
 ttl, fence, waiters; times in seconds).
-exit status: 0 held, 1 not held, 2 usage error, 69 Redis unreachable]],
+
+]] .. lists("status"),
 
   list = [[
 usage: redislock list [--url URL] [--url-file FILE] [--prefix P] [--strict]
@@ -119,21 +174,24 @@ the ttl left, and how many wait. Found with SCAN (never KEYS), on every
 master of a Cluster; over several --url (Redlock), the locks a majority
 holds. --json: {"locks": [{name, kind, holder, since, held_for, ttl,
 waiters, fence}, ...]}, times in seconds. No token is ever shown.
-exit status: 0 (also when none is held), 2 usage error, 69 Redis unreachable]],
+
+]] .. lists("list"),
 
   release = [[
 usage: redislock release [--url URL] [--url-file FILE] [--prefix P] --token TOKEN NAME
 
 Releases NAME if TOKEN is its holder's token (compare-and-delete).
-exit status: 0 released, 1 not held by TOKEN, 2 usage error,
-69 Redis unreachable]],
+
+]] .. lists("release"),
 
   ["break"] = [[
 usage: redislock break [--url URL] [--url-file FILE] [--prefix P] --force NAME
 
 Deletes the lock NAME whoever holds it. The holder learns of it at its next
 renewal. Refuses without --force.
-exit status: 0 deleted, 1 not held, 2 usage error, 69 Redis unreachable]],
+
+]] .. lists("break"),
 }
 
+HELP._names, HELP._note, HELP._exit_meaning, HELP._plain = names, note, exit_meaning, plain
 return HELP

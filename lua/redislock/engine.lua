@@ -234,7 +234,7 @@ local function saw_wait(rec, seconds)
 end
 
 -- A notify waiter's wait with its next attempt queued behind it (see
--- redislock.channel wait_try, csrc/route_wait.c): the attempt runs the
+-- redislock.channel wait_try, csrc/topo/route_wait.c): the attempt runs the
 -- moment the BLPOP returns, before the releaser (or anyone) can answer
 -- the release, and the handoff costs one round trip fewer. Only for kinds
 -- whose attempt is one script (queued); not for the waits WAIT must count

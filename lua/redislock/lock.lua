@@ -25,7 +25,7 @@ _M.Lock = Lock
 -- The part of a lease we may count on after an operation that started at
 -- t0: the ttl minus the time the operation took, minus a margin for the
 -- server's and our clocks running at slightly different rates (Redlock's
--- 1% + 2 ms; defined once, in csrc/lease.h, for us and the watchdog).
+-- 1% + 2 ms; defined once, in csrc/base/lease.h, for us and the watchdog).
 local drift_ttl, drift_of = nil, nil    -- the last ttl asked, and its margin
 function _M.lease_end(t0, ttl)
   if ttl ~= drift_ttl then drift_ttl, drift_of = ttl, core.drift(ttl) end

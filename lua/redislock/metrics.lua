@@ -7,7 +7,7 @@
 -- losses in the watchdog, NOSCRIPT reloads, reconnects, topology changes)
 -- and client:stats() merges both. The hooks below are called from
 -- acquire.lua, lock.lua and redlock.lua, one line each. On the hot path a
--- grant and a release each cost one call into the recorder (csrc/hist.c),
+-- grant and a release each cost one call into the recorder (csrc/binding/hist.c),
 -- which keeps the counters and histograms in C; with no on_event set the
 -- hooks build no table at all.
 --
@@ -51,7 +51,7 @@ local REC = getmetatable(core.recorder(0, 0, 0, 0, 0, 0)).__index
 local rec_acquired, rec_hold_end, rec_add = REC.acquired, REC.hold_end, REC.add
 
 --- A client's recorder (client._metrics): the hot counters and the
--- histograms in C (m.rec, csrc/hist.c: one call per grant, one per
+-- histograms in C (m.rec, csrc/binding/hist.c: one call per grant, one per
 -- release), the losses by reason here.
 function _M.new()
   local losses = {}

@@ -45,7 +45,7 @@ end
 
 --- BLPOP key for up to `seconds` on the wait connection, with the script
 -- `name` queued behind it in the same write: Redis runs it the moment the
--- BLPOP returns (see csrc/route_wait.c). `seconds` must end well before the
+-- BLPOP returns (see csrc/topo/route_wait.c). `seconds` must end well before the
 -- caller's deadline: Redis, not our clock, ends this wait. Returns what
 -- redislock.channel's wait_try says (client_wait.c blpop_script), or false
 -- when there is no wait connection yet (a client's first wait is an

@@ -9,9 +9,9 @@
 -- counts as held while a majority (N/2 + 1) holds it:
 --
 -- acquire   one token for all masters; SET NX PX sent to all of them at
---           once (one polled fan-out in C, csrc/fanout.c, under one
+--           once (one polled fan-out in C, csrc/topo/fanout.c, under one
 --           deadline); granted iff a majority granted it AND the validity
---           ttl - elapsed - drift is still positive (drift: csrc/lease.h,
+--           ttl - elapsed - drift is still positive (drift: csrc/base/lease.h,
 --           the one definition). Each master gets master_timeout(ttl):
 --           ttl/20, at least 10 ms, at most the client's timeout. On
 --           failure it releases on every master, including those that did

@@ -1,6 +1,7 @@
 --[[
 spec/support/topology.lua -- replication, Sentinel and Cluster set-ups made of
-real redis-server / redis-sentinel processes on loopback, for specs.
+real redis-server / redis-sentinel processes on loopback, for specs
+(valkey-server / valkey-sentinel with SERVER=valkey: helpers.bin).
 
   local topo = require "spec.support.topology"
   local rep = topo.start_replicated { replicas = 1, link_proxy = true }
@@ -295,7 +296,7 @@ function M.start_sentinels(opts)
   local g = setmetatable({ list = {}, name = name, master = master, servers = opts.servers }, Sentinels)
   local ok, err = pcall(function()
     for i = 1, opts.count or 3 do
-      g.list[i] = helpers.start_redis { bin = "redis-sentinel", config = table.concat(conf, "\n") .. "\n",
+      g.list[i] = helpers.start_redis { bin = helpers.bin.sentinel, config = table.concat(conf, "\n") .. "\n",
                                         password = opts.sentinel_password, tls = opts.tls }
     end
     local why
@@ -504,6 +505,48 @@ function Cluster:wait_ok(timeout_s)
   return helpers.wait_until(function() return self:ok() end, timeout_s or 15, 0.05)
 end
 
+-- Whether `master`'s `n` replicas acknowledge a write now: SET of a key it
+-- owns, then WAIT n 100, on one connection of our own (WAIT counts the
+-- writes of its connection). A replica whose link is up may not acknowledge
+-- yet: Valkey 8's, for up to a second after the cluster is ok, and a
+-- renewal it does not acknowledge is not credited (issue 29), so specs
+-- that count renewals start once this holds. TLS-only nodes: not checked
+-- (no TLS socket in this process).
+local function replicas_ack(cl, master, n)
+  if n == 0 or (master.opts.tls and not master.opts.tls.outbound_only) then return true end
+  local key = cl:key_on(master, "ready")
+  local sock = require("socket").connect(master.host, master.port)
+  if not sock then return false end
+  sock:settimeout(2)
+  local function request(...)
+    local parts = { "*" .. select("#", ...) .. "\r\n" }
+    for i = 1, select("#", ...) do
+      local a = tostring((select(i, ...)))
+      parts[#parts + 1] = "$" .. #a .. "\r\n" .. a .. "\r\n"
+    end
+    return table.concat(parts)
+  end
+  local out = (master.password and request("AUTH", master.password) or "") .. request("SET", key, "1")
+    .. request("WAIT", n, 100)
+  local replies = {}
+  if sock:send(out) then
+    for i = 1, master.password and 3 or 2 do replies[i] = sock:receive("*l") end
+  end
+  sock:close()
+  return replies[#replies] ~= nil and (tonumber(replies[#replies]:match("^:(%d+)")) or 0) >= n
+end
+
+--- Wait until every master's replicas acknowledge writes (see
+-- replicas_ack); true, or false after timeout_s (default 10).
+function Cluster:wait_acks(timeout_s)
+  return helpers.wait_until(function()
+    for _, m in ipairs(self:masters()) do
+      if not replicas_ack(self, m, #self:replicas(m)) then return false end
+    end
+    return true
+  end, timeout_s or 10, 0.05)
+end
+
 --- CLUSTER FAILOVER [FORCE|TAKEOVER] on `replica`, then wait until it is a
 -- master and the cluster is ok again. Returns the seconds it took; raises
 -- after timeout_s (default 15). opts.mode = "FORCE" | "TAKEOVER".
@@ -605,7 +648,8 @@ end
 --   tls = {...}             every node TLS only (helpers.start_redis's tls;
 --                           cluster = true for a TLS bus and TLS ports in
 --                           CLUSTER SLOTS, replication = true for replicas)
---   timeout = 20            seconds to wait for the cluster to be ok
+--   timeout = 20            seconds to wait for the cluster to be ok, and
+--                           then for every replica to acknowledge a write
 -- Returns { nodes = {srv...} (each with .id, .bus_port), by_port, by_id,
 -- seeds = {"127.0.0.1:port"...}, password } with :masters(), :other_master(node),
 -- :replicas(master), :node_for_slot(slot), :node_for_key(key),
@@ -630,7 +674,7 @@ function M.start_cluster(opts)
       s.id = s:cli_raw("CLUSTER", "MYID")
       c.by_id[s.id] = s
     end
-    local cmd = { "redis-cli" }
+    local cmd = { helpers.bin.cli }
     if opts.password then cmd[#cmd + 1] = "-a " .. helpers.quote(opts.password) .. " --no-auth-warning" end
     if opts.tls then
       cmd[#cmd + 1] = "--tls --insecure"
@@ -645,6 +689,7 @@ function M.start_cluster(opts)
     local out, code = helpers.sh(table.concat(cmd, " "))
     assert(code == 0 and out:find("All 16384 slots covered", 1, true), "cluster create failed:\n" .. out)
     assert(c:wait_ok(opts.timeout or 20), "cluster did not become ok")
+    assert(c:wait_acks(opts.timeout or 20), "the cluster's replicas do not acknowledge writes")
   end)
   if not ok then
     c:stop()
