@@ -406,10 +406,10 @@ HIREDIS1_SPECS = spec/01-core_spec.lua spec/02-connect_spec.lua spec/03-lock_spe
 test-hiredis1:
 	@tools/deps.sh $(SPEC_DEPS) $(REDIS_DEPS)
 	@tools/hiredis1.sh build/hiredis1
-	@$(call locked,hiredis1) $(MAKE) --no-print-directory build/hiredis1/$(TARGET) $(CTESTS:%=build/hiredis1/test/%)
-	@$(LUA) tools/hiredis_loaded.lua "./build/hiredis1/?.so" 1
+	@$(call locked,hiredis1) $(MAKE) --no-print-directory build/hiredis1/testing/$(TARGET) $(CTESTS:%=build/hiredis1/test/%)
+	@$(LUA) tools/hiredis_loaded.lua "./build/hiredis1/testing/?.so" 1
 	@for t in $(CTESTS); do build/hiredis1/test/$$t || exit 1; done
-	@REDISLOCK_CPATH="./build/hiredis1/?.so" LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(HIREDIS1_SPECS)
+	@REDISLOCK_CPATH="./build/hiredis1/testing/?.so" LUA="$(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(HIREDIS1_SPECS)
 
 # Lua 5.1 (the language of LuaJIT and OpenResty): build the core against
 # 5.1's headers into build/lua5.1/ and run the core specs on lua5.1.
