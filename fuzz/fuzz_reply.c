@@ -346,7 +346,7 @@ static void fz_mode_tree(lua_State *L, fz_in *in) {
 static void fz_push_pair_client(lua_State *L, const char *server, size_t n) {
     conn_config cfg;
     client_ud *u;
-    conn *c;
+    exec_conn *x;
     char err[CONN_ERRSTR_LEN];
     int sv[2];
     u = client_push_closed(L);
@@ -359,7 +359,7 @@ static void fz_push_pair_client(lua_State *L, const char *server, size_t n) {
     if (u->t == NULL) return;
     u->r = router_new(u->t, 0);
     /* a numeric address: loading the topology does no I/O */
-    if (u->r == NULL || router_sync(u->r) != 0 || (c = router_conn(u->r, 0)) == NULL) return;
+    if (u->r == NULL || router_sync(u->r) != 0 || (x = router_conn(u->r, 0)) == NULL) return;
     if (fz_npeers >= FZ_MAX_PEERS) return;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return;
     /* Non-blocking: never wait on our own socket buffer. */
@@ -367,7 +367,7 @@ static void fz_push_pair_client(lua_State *L, const char *server, size_t n) {
     if (n > 0 && write(sv[1], server, n) < 0) { /* a partial answer is fine too */ }
     shutdown(sv[1], SHUT_WR);
     fz_peers[fz_npeers++] = sv[1];
-    conn_adopt_fd(c, sv[0]);
+    conn_adopt_fd(x->c, sv[0]);
 }
 
 /* Pushes a client userdata that is already closed. */
