@@ -11,9 +11,10 @@
  * The input's first byte picks a mode; the readable letters are what the seed
  * corpus uses, any other byte is taken modulo 5:
  *
- *   'R' + bytes   server bytes through hiredis' reader (redisReaderFeed, in
- *                 chunks) into redisReply trees, then luaval_push_reply and
- *                 client_result; the Lua value is checked against the tree.
+ *   'R' + bytes   server bytes through the reply guard and hiredis' reader
+ *                 (redisReaderFeed, in chunks, as a conn feeds it) into
+ *                 redisReply trees, then luaval_push_reply and client_result;
+ *                 the Lua value is checked against the tree.
  *                 First, the bytes are read by reply_fast.c too, which must
  *                 agree with hiredis: a reply it calls whole and simple is
  *                 one hiredis reads from exactly those bytes, built alike;
@@ -53,6 +54,7 @@
 #include "binding/luaval.h"
 #include "base/monotime.h"
 #include "exec/recovery.h"
+#include "net/reply_guard.h"
 #include "topo/topo.h"
 
 #include <errno.h>
@@ -272,24 +274,30 @@ static void fz_fast_check(const char *p, size_t n) {
     redisReaderFree(rd);
 }
 
+/* The bytes reach hiredis' reader as a conn hands them over: through
+ * the guard (reply_guard.h), which lets through only what keeps its
+ * bounds. */
 static void fz_mode_reader(lua_State *L, fz_in *in) {
     redisReader *rd = redisReaderCreate();
+    reply_guard g;
     size_t chunk = (fz_u8(in) % 64) + 1;
     int replies = 0;
     if (rd == NULL) return;
+    reply_guard_reset(&g);
     fz_fast_check((const char *)in->p, in->n);
     while (in->n > 0 && replies < 64) {
-        size_t len = chunk;
+        size_t len = chunk, ok;
         const char *p = fz_take(in, &len);
         void *reply = NULL;
-        if (redisReaderFeed(rd, p, len) != REDIS_OK) break;
+        ok = reply_guard_feed(&g, p, len);
+        if (ok > 0 && redisReaderFeed(rd, p, ok) != REDIS_OK) break;
         while (redisReaderGetReply(rd, &reply) == REDIS_OK && reply != NULL) {
             fz_convert(L, (redisReply *)reply);
             fz_result(L, (redisReply *)reply); /* frees it */
             reply = NULL;
             replies++;
         }
-        if (rd->err) break;
+        if (rd->err || ok < len) break;
     }
     redisReaderFree(rd);
 }

@@ -166,11 +166,10 @@ int conn_unqueue(conn *c, uint64_t from, uint64_t to) {
 
 void conn_adopt_fd(conn *c, int fd) {
     conn_drop(c);
-    c->reader = redisReaderCreate();
     c->fd = fd;
     c->gen++;
     c->pid = proc_id();
-    if (c->reader == NULL) conn_fail(c, CONN_ENOMEM, "failed", "out of memory");
+    if (conn_reader_new(c) != 0) conn_fail(c, CONN_ENOMEM, "failed", "out of memory");
 }
 
 /* ---- queueing requests ------------------------------------------------------ */

@@ -34,6 +34,7 @@
 #include <hiredis.h>
 
 #include "net/counters.h"
+#include "net/reply_guard.h"
 #include "base/resp.h"
 #include "net/sock.h"
 #include "net/tls.h"
@@ -100,6 +101,7 @@ typedef struct conn {
     int addr_i;              /* the address being tried */
     pid_t pid;               /* the process that opened fd */
     redisReader *reader;     /* replies that are not simple (reply_fast.h) */
+    reply_guard guard;       /* the bounds of what reader is fed (reply_guard.h) */
     int reader_holds;        /* it holds bytes: every byte goes to it until
                                 it has given back a reply with none left */
     rbuf fast;               /* simple replies received, in order, older

@@ -16,6 +16,10 @@
 /* conn_fail with errno's text (ETIMEDOUT: "timed out", of kind timeout). */
 void conn_fail_errno(conn *c, const char *what, int e);
 
+/* A fresh reader for c (the old one, if any, freed first) and its guard
+ * at the start of a reply (reply_guard.h): 0, or -1 (out of memory). */
+int conn_reader_new(conn *c);
+
 /* What a receive of n bytes (or -1 with errno) into buf means for c:
  * 1 bytes taken, 0 none yet, -1 failed (c's error set). */
 int conn_got(conn *c, const char *buf, ssize_t n);
