@@ -13,8 +13,9 @@
  *
  *   'R' + bytes   server bytes through the reply guard and hiredis' reader
  *                 (redisReaderFeed, in chunks, as a conn feeds it) into
- *                 redisReply trees, then luaval_push_reply and client_result;
- *                 the Lua value is checked against the tree.
+ *                 redisReply trees, then a script's answer shape check,
+ *                 luaval_push_reply and client_result; the Lua value is
+ *                 checked against the tree.
  *                 First, the bytes are read by reply_fast.c too, which must
  *                 agree with hiredis: a reply it calls whole and simple is
  *                 one hiredis reads from exactly those bytes, built alike;
@@ -54,6 +55,7 @@
 #include "binding/luaval.h"
 #include "base/monotime.h"
 #include "exec/recovery.h"
+#include "cmd/script_answer.h"
 #include "net/reply_guard.h"
 #include "topo/topo.h"
 
@@ -276,7 +278,8 @@ static void fz_fast_check(const char *p, size_t n) {
 
 /* The bytes reach hiredis' reader as a conn hands them over: through
  * the guard (reply_guard.h), which lets through only what keeps its
- * bounds. */
+ * bounds; each reply is also checked against a script's answer shape
+ * (script_answer.h), which must take any tree. */
 static void fz_mode_reader(lua_State *L, fz_in *in) {
     redisReader *rd = redisReaderCreate();
     reply_guard g;
@@ -292,6 +295,7 @@ static void fz_mode_reader(lua_State *L, fz_in *in) {
         ok = reply_guard_feed(&g, p, len);
         if (ok > 0 && redisReaderFeed(rd, p, ok) != REDIS_OK) break;
         while (redisReaderGetReply(rd, &reply) == REDIS_OK && reply != NULL) {
+            (void)script_answer_ok(script_at((size_t)replies % script_count()), (redisReply *)reply);
             fz_convert(L, (redisReply *)reply);
             fz_result(L, (redisReply *)reply); /* frees it */
             reply = NULL;

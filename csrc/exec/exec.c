@@ -10,6 +10,7 @@
 #include "base/deadline.h"
 #include "base/monotime.h"
 #include "cmd/native_cmd.h"
+#include "cmd/script_answer.h"
 
 void exec_init(exec_req *x, const script_def *s, int argc, const char *const *argv, const size_t *lens,
                const char *key, size_t klen, int mode, unsigned flags, long timeout_ms, int64_t until_us) {
@@ -166,6 +167,19 @@ static int exec_redirect(exec_req *x, exec_conn *xc, redisReply *r, const recove
     return EXEC_ROUTE;
 }
 
+/* An answer that is not of its script's shape (script_answer.h): nobody
+ * reads it as one; the call fails with what came. The stream is whole (the
+ * connection keeps it), and the script may have run, as after any lost
+ * reply: never sent again. */
+static int exec_misshapen(exec_req *x, redisReply *r) {
+    char what[48], msg[CONN_ERRSTR_LEN];
+    script_answer_describe(r, what, sizeof what);
+    freeReplyObject(r);
+    snprintf(msg, sizeof msg, "redis error: protocol error: %.40s answered %s, not what it returns", x->script->name,
+             what);
+    return exec_fail(x, CONN_EREDIS, msg);
+}
+
 /* The answer to the request itself (not to what went before it). */
 static int exec_answer(exec_req *x, exec_conn *xc, redisReply *r) {
     recovery rec;
@@ -189,6 +203,7 @@ static int exec_answer(exec_req *x, exec_conn *xc, redisReply *r) {
     if (x->script && r->type != REDIS_REPLY_ERROR) xc->scripts_ran |= script_bit(x->script);
     recovery_of_reply(r, x->mode, &rec);
     if (!(rec.todo & RECOVERY_RETRY)) {
+        if (x->script && !script_answer_ok(x->script, r)) return exec_misshapen(x, r);
         x->answer = r;    /* the answer, as Redis gave it */
         return EXEC_DONE;
     }
@@ -282,6 +297,10 @@ int exec_after_pause(exec_req *x) {
 
 int exec_answer_next(const exec_state *st) {
     return st->due == 1 && st->native == 0;
+}
+
+int exec_answer_int_ok(const script_def *s, long long v) {
+    return s == NULL || script_answer_int_ok(s, v);
 }
 
 void exec_note_ran(exec_conn *xc, const script_def *s) {

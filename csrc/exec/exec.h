@@ -176,9 +176,12 @@ redisReply *exec_take_pre(exec_req *x);
 
 /* Whether the next reply of a request at st is its own answer and, being
  * an integer, its final one (no native command to map it): a driver may
- * read it in place (conn_reply_int), call exec_note_ran, and take it as
- * EXEC_DONE without the reply object. */
+ * read it in place (conn_reply_int) and, when exec_answer_int_ok says the
+ * integer is an answer of script s, call exec_note_ran and take it as
+ * EXEC_DONE without the reply object; an integer that is not (an extend
+ * that answers 7) goes to exec_reply as a reply object, which fails it. */
 int exec_answer_next(const exec_state *st);
+int exec_answer_int_ok(const script_def *s, long long v);
 void exec_note_ran(exec_conn *xc, const script_def *s);
 
 /* Frees whatever the request still holds. */
