@@ -113,6 +113,7 @@ typedef struct conn {
     size_t out_off;
     uint64_t sent_total;     /* bytes handed to the kernel since connect */
     uint64_t queued_total;   /* bytes queued since connect */
+    uint64_t recv_total;     /* bytes received since connect (plain, after TLS) */
     unsigned char hs_kind[8];/* the handshake's replies, in order */
     int hs_n, hs_next;       /* how many; the next one to read */
     long spin_us;            /* conn_read polls this long before sleeping */

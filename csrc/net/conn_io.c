@@ -341,20 +341,34 @@ static int conn_reader_gave(conn *c) {
     return rc;
 }
 
+/* A plain connection's first bytes are a TLS record (an alert, a
+ * handshake): a TLS server, spoken to without TLS. */
+static int conn_tls_answered(const conn *c, const char *buf) {
+    return c->tls == NULL && c->recv_total == 0 && c->hs_next < c->hs_n && (buf[0] == 0x15 || buf[0] == 0x16);
+}
+
 /* What a receive of n bytes (or -1 with errno) into buf means for c:
  * 1 bytes taken, 0 none yet, -1 failed (c's error set). */
 int conn_got(conn *c, const char *buf, ssize_t n) {
+    char why[80];
     if (n > 0) {
+        if (conn_tls_answered(c, buf)) {
+            conn_fail(c, CONN_ECONNECT, "failed", "the server answered in TLS (a TLS port? use rediss://)");
+            return -1;
+        }
+        c->recv_total += (uint64_t)n;
         /* simple replies (reply_fast.h) kept as they came, others to hiredis */
         if (c->reader_holds ? conn_feed_reader(c, buf, (size_t)n) != 0 : conn_take(c, buf, (size_t)n) != 0)
             return -1;
         return 1;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
-    if (n == 0)
-        conn_fail(c, CONN_ELOST, c->hs_next < c->hs_n ? "failed" : "lost", "closed by server");
-    else
+    if (n == 0) {
+        snprintf(why, sizeof why, "closed by server%s", conn_tls_hint(c));
+        conn_fail(c, CONN_ELOST, c->hs_next < c->hs_n ? "failed" : "lost", why);
+    } else {
         conn_fail_errno(c, c->hs_next < c->hs_n ? "failed" : "lost", errno);
+    }
     return -1;
 }
 
