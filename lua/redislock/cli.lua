@@ -95,34 +95,59 @@ end
 
 -- connect's tls table from --tls-* (always: the library refuses them
 -- with a redis:// URL) or $REDISLOCK_TLS_* (only for rediss:// URLs: the
--- environment may name a CA for every invocation), or nil.
+-- environment may name a CA for every invocation), or nil; and where each
+-- field came from, for messages ({ ca = "--tls-ca", ... }).
+local TLS_OPTIONS = { ca = "--tls-ca", cert = "--tls-cert", key = "--tls-key",
+  server_name = "--tls-server-name", verify = "--tls-insecure" }
 local function tls_config(opts, urls)
   local tls = { ca = opts["tls-ca"], cert = opts["tls-cert"], key = opts["tls-key"],
     server_name = opts["tls-server-name"] }
+  local from = {}
+  for field, option in pairs(TLS_OPTIONS) do from[field] = option end
   if opts["tls-insecure"] then tls.verify = false end
   local rediss = false
   for _, u in ipairs(urls) do rediss = rediss or u:lower():match("^rediss") ~= nil end
   if rediss then
     for field, var in pairs({ ca = "REDISLOCK_TLS_CA", cert = "REDISLOCK_TLS_CERT", key = "REDISLOCK_TLS_KEY" }) do
       local v = os.getenv(var)
-      if tls[field] == nil and v and v ~= "" then tls[field] = v end
+      if tls[field] == nil and v and v ~= "" then
+        tls[field] = v
+        from[field] = "$" .. var
+      end
     end
   end
-  if next(tls) ~= nil then return tls end
+  if next(tls) ~= nil then return tls, from end
+  return nil, from
+end
+
+-- A bad argument connect refused, said in the command line's words: the
+-- URL (never shown: it may hold a password) or the option that gave a TLS
+-- field ("--tls-ca: cannot read FILE (...)", "$REDISLOCK_TLS_CERT: ...").
+local function connect_words(msg, from)
+  msg = msg:match("redislock: (.*)$") or msg
+  local arg, why = msg:match("^bad argument '([^']+)' to 'connect' %((.*)%)$")
+  if not arg then return msg end
+  local master = arg:match("^redlock%[(%d+)%]$")
+  if arg == "url" or master then return "bad URL" .. (master and " #" .. master or "") .. ": " .. why end
+  local field = arg:match("^tls%.([%w_]+)$") or arg:match("^redlock%[%d+%]%.tls%.([%w_]+)$")
+  if not (field or arg == "tls" or arg:match("^redlock%[%d+%]%.tls$")) then return msg end
+  why = why:gsub("tls%.([%w_]+)", function(f) return from[f] or "tls." .. f end)
+  if field then return (from[field] or arg) .. ": " .. why end
+  if why:match("^[-$]") then return why end
+  return "the TLS options: " .. why
 end
 
 -- Connects: one URL (a Redis, redis+sentinel://, redis+cluster://, and
 -- their rediss forms), or several: one lock over those independent masters
 -- (Redlock). Returns client, or nil and the exit status.
 local function connect(opts, urls)
-  local cfg = { prefix = opts.prefix, tls = tls_config(opts, urls) }
+  local tls, from = tls_config(opts, urls)
+  local cfg = { prefix = opts.prefix, tls = tls }
   if #urls == 1 then cfg.url = urls[1] else cfg.redlock = urls end
   -- Only when asked: a library without the option refuses unknown ones.
   if opts.strict then cfg.strict = true end
   local ok, client, err = pcall(redislock.connect, cfg)
-  if not ok then
-    return nil, fail(EXIT.usage, (tostring(client):gsub("^redislock: ", "")))
-  end
+  if not ok then return nil, fail(EXIT.usage, connect_words(tostring(client), from)) end
   if not client then return nil, fail(EXIT.unavailable, err) end
   return client
 end
