@@ -42,9 +42,23 @@ int exec_fail(exec_req *x, int err, const char *errstr) {
     return EXEC_FAIL;
 }
 
+/* What too many redirects were, by what they said (exec_state.seen). A
+ * failover is not a resharding: while the nodes learn of the new master
+ * (by gossip, in a moment), the map one of them gives may still name the
+ * old one, which sends us on; a migration says ASK or TRYAGAIN. */
+static const char *exec_why_tries(unsigned seen) {
+    if (seen & EXEC_SEEN_MIGRATE)
+        return "connection lost: too many redirects (a slot is being migrated: the cluster is resharding)";
+    if (seen & EXEC_SEEN_REPLICA)
+        return "connection lost: no master confirmed yet (ours became a replica: a failover in progress)";
+    if (seen & EXEC_SEEN_MOVED)
+        return "connection lost: no master confirmed yet (the nodes disagree on who serves the slot: "
+               "a failover in progress?)";
+    return "connection lost: no master confirmed yet (too many tries)";
+}
+
 int exec_try(exec_req *x) {
-    if (++x->st.tries > EXEC_MAX_TRIES)
-        return exec_fail(x, CONN_EREDIS, "redis error: too many redirects (the cluster is resharding?)");
+    if (++x->st.tries > EXEC_MAX_TRIES) return exec_fail(x, CONN_ELOST, exec_why_tries(x->st.seen));
     return EXEC_ROUTE;
 }
 
@@ -126,6 +140,9 @@ static int exec_pause_over(const exec_req *x) {
 /* What a refusal to be retried asks for besides: ASKING to its target, a
  * pause, a new connection, a fresh look at the topology. */
 static int exec_redirect(exec_req *x, exec_conn *xc, redisReply *r, const recovery *rec) {
+    x->st.seen |= rec->cls == RECOVERY_MOVED ? EXEC_SEEN_MOVED :
+                  rec->cls == RECOVERY_ASK || rec->cls == RECOVERY_TRYAGAIN ? EXEC_SEEN_MIGRATE :
+                  rec->cls == RECOVERY_READONLY || rec->cls == RECOVERY_MASTERDOWN ? EXEC_SEEN_REPLICA : 0;
     if (rec->todo & RECOVERY_ASKING) {
         if (rec->target_len >= sizeof x->target) {
             x->answer = r;    /* (no address we could follow: an answer) */
