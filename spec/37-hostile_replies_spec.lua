@@ -113,7 +113,7 @@ describe("a script's answer of the wrong shape", function()
     fake:stop()
   end)
   after_each(function()
-    for _, name in ipairs({ "acquire", "extend", "release" }) do fake:command("answer", name, "default") end
+    for _, name in ipairs({ "acquire", "extend", "release", "WAIT" }) do fake:command("answer", name, "default") end
   end)
 
   local NOT_ACQUIRE = {
@@ -156,6 +156,18 @@ describe("a script's answer of the wrong shape", function()
       assert.equal("redis", kind, what)
       assert.matches("^redis error: protocol error: release answered ", err, nil, false, what)
     end
+  end)
+
+  it("WAIT: an answer that is no count is a protocol error, never a count of acknowledgements", function()
+    for _, bytes in ipairs({ "+OK\r\n", "*1\r\n:1\r\n", "$1\r\n1\r\n" }) do
+      fake:command("answer", "WAIT", fake.hex(bytes))
+      local l, err, kind = c:acquire("w", { ttl = 5, watchdog = false, replicas = 1 })
+      assert.is_nil(l, bytes)
+      assert.equal("redis", kind, bytes)
+      assert.matches("^redis error: protocol error: WAIT answered ", err, nil, false, bytes)
+    end
+    fake:command("answer", "WAIT", fake.hex(":1\r\n"))
+    assert(c:acquire("w", { ttl = 5, watchdog = false, replicas = 1 })):release()
   end)
 
   it("the watchdog's renewal: an answer of the wrong shape renews nothing", function()
