@@ -113,7 +113,9 @@ describe("a script's answer of the wrong shape", function()
     fake:stop()
   end)
   after_each(function()
-    for _, name in ipairs({ "acquire", "extend", "release", "WAIT" }) do fake:command("answer", name, "default") end
+    for _, name in ipairs({ "acquire", "extend", "release", "WAIT", "SCAN" }) do
+      fake:command("answer", name, "default")
+    end
   end)
 
   local NOT_ACQUIRE = {
@@ -168,6 +170,18 @@ describe("a script's answer of the wrong shape", function()
     end
     fake:command("answer", "WAIT", fake.hex(":1\r\n"))
     assert(c:acquire("w", { ttl = 5, watchdog = false, replicas = 1 })):release()
+  end)
+
+  it("SCAN (client:list): an answer that is no page of keys is a protocol error, never a raise", function()
+    for _, bytes in ipairs({ "+OK\r\n", "*1\r\n$1\r\n0\r\n", "*2\r\n$1\r\n0\r\n:5\r\n", ":0\r\n" }) do
+      fake:command("answer", "SCAN", fake.hex(bytes))
+      local rows, err, kind = c:list()
+      assert.is_nil(rows, bytes)
+      assert.equal("redis", kind, bytes)
+      assert.matches("^redis error: protocol error: SCAN answered ", err, nil, false, bytes)
+    end
+    fake:command("answer", "SCAN", fake.hex("*2\r\n$1\r\n0\r\n*0\r\n"))
+    assert.same({}, assert(c:list()))
   end)
 
   it("the watchdog's renewal: an answer of the wrong shape renews nothing", function()
