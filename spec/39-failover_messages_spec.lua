@@ -89,20 +89,18 @@ describe("Sentinel, during a failover", function()
     c:close()
   end)
 
-  it("a plain SENTINEL FAILOVER: whatever fails says what is happening", function()
+  it("a plain SENTINEL FAILOVER: whatever fails is of kind connection, and never blames the sentinels", function()
     assert(helpers.wait_until(function() return sen:ready(1) end, 30, 0.1))
     local c = assert(connect())
     assert(rep:wait_sync(30))
     local _, old = sen:master_addr()
     assert(start_failover())
-    local seen = during(c, 3)
+    -- (check_failure looks at each: besides the failover's own words, a
+    -- request the old master took and never answered as it was demoted
+    -- says just that, it timed out; a grant that came after its 1 s lease
+    -- says "connection too slow")
+    during(c, 3)
     assert(sen:wait_master_change("127.0.0.1:" .. old, 20))
-    -- (a request the old master took and never answered, as it was
-    -- demoted, says just that: it timed out, and may have run)
-    for _, err in ipairs(seen) do
-      assert(err:find("failover in progress", 1, true) or err:find("no master confirmed yet", 1, true)
-        or err:find("a failover", 1, true) or err:find("timed out", 1, true), err)
-    end
     c:close()
   end)
 end)
