@@ -233,7 +233,8 @@ build/scripts_gen.h: tools/gen_scripts.lua $(SCRIPTS) $(SCRIPT_LIBS) lua/redislo
 # rules, the connection's waits, checked on bytes written out in the test, without a server or Lua.
 # Each links the core's layers without Lua (an archive: the linker takes
 # what the test uses), plain, and with ASan + UBSan for make sanitize.
-CTESTS       = native_cmd_test wd_heap_test reply_fast_test conn_wait_test recovery_test cluster_nodes_test hostport_test topo_fork_test
+CTESTS       = native_cmd_test wd_heap_test reply_fast_test reply_guard_test script_answer_test exec_tries_test conn_wait_test \
+               recovery_test cluster_nodes_test hostport_test topo_fork_test
 CTEST_CFLAGS = -std=c99 -D_POSIX_C_SOURCE=200809L $(WARN) $(HIREDIS_CFLAGS) $(TLS_CFLAGS) $(CORE_INCLUDES)
 CTEST_LIBS   = $(HIREDIS_LIBS) $(TLS_LIBS) -lpthread
 # (make test-hiredis1's: the same tests against hiredis 1.x)

@@ -11,9 +11,11 @@
  * The input's first byte picks a mode; the readable letters are what the seed
  * corpus uses, any other byte is taken modulo 5:
  *
- *   'R' + bytes   server bytes through hiredis' reader (redisReaderFeed, in
- *                 chunks) into redisReply trees, then luaval_push_reply and
- *                 client_result; the Lua value is checked against the tree.
+ *   'R' + bytes   server bytes through the reply guard and hiredis' reader
+ *                 (redisReaderFeed, in chunks, as a conn feeds it) into
+ *                 redisReply trees, then a script's answer shape check,
+ *                 luaval_push_reply and client_result; the Lua value is
+ *                 checked against the tree.
  *                 First, the bytes are read by reply_fast.c too, which must
  *                 agree with hiredis: a reply it calls whole and simple is
  *                 one hiredis reads from exactly those bytes, built alike;
@@ -53,6 +55,8 @@
 #include "binding/luaval.h"
 #include "base/monotime.h"
 #include "exec/recovery.h"
+#include "cmd/script_answer.h"
+#include "net/reply_guard.h"
 #include "topo/topo.h"
 
 #include <errno.h>
@@ -272,24 +276,32 @@ static void fz_fast_check(const char *p, size_t n) {
     redisReaderFree(rd);
 }
 
+/* The bytes reach hiredis' reader as a conn hands them over: through
+ * the guard (reply_guard.h), which lets through only what keeps its
+ * bounds; each reply is also checked against a script's answer shape
+ * (script_answer.h), which must take any tree. */
 static void fz_mode_reader(lua_State *L, fz_in *in) {
     redisReader *rd = redisReaderCreate();
+    reply_guard g;
     size_t chunk = (fz_u8(in) % 64) + 1;
     int replies = 0;
     if (rd == NULL) return;
+    reply_guard_reset(&g);
     fz_fast_check((const char *)in->p, in->n);
     while (in->n > 0 && replies < 64) {
-        size_t len = chunk;
+        size_t len = chunk, ok;
         const char *p = fz_take(in, &len);
         void *reply = NULL;
-        if (redisReaderFeed(rd, p, len) != REDIS_OK) break;
+        ok = reply_guard_feed(&g, p, len);
+        if (ok > 0 && redisReaderFeed(rd, p, ok) != REDIS_OK) break;
         while (redisReaderGetReply(rd, &reply) == REDIS_OK && reply != NULL) {
+            (void)script_answer_ok(script_at((size_t)replies % script_count()), (redisReply *)reply);
             fz_convert(L, (redisReply *)reply);
             fz_result(L, (redisReply *)reply); /* frees it */
             reply = NULL;
             replies++;
         }
-        if (rd->err) break;
+        if (rd->err || ok < len) break;
     }
     redisReaderFree(rd);
 }
@@ -346,7 +358,7 @@ static void fz_mode_tree(lua_State *L, fz_in *in) {
 static void fz_push_pair_client(lua_State *L, const char *server, size_t n) {
     conn_config cfg;
     client_ud *u;
-    conn *c;
+    exec_conn *x;
     char err[CONN_ERRSTR_LEN];
     int sv[2];
     u = client_push_closed(L);
@@ -359,7 +371,7 @@ static void fz_push_pair_client(lua_State *L, const char *server, size_t n) {
     if (u->t == NULL) return;
     u->r = router_new(u->t, 0);
     /* a numeric address: loading the topology does no I/O */
-    if (u->r == NULL || router_sync(u->r) != 0 || (c = router_conn(u->r, 0)) == NULL) return;
+    if (u->r == NULL || router_sync(u->r) != 0 || (x = router_conn(u->r, 0)) == NULL) return;
     if (fz_npeers >= FZ_MAX_PEERS) return;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return;
     /* Non-blocking: never wait on our own socket buffer. */
@@ -367,7 +379,7 @@ static void fz_push_pair_client(lua_State *L, const char *server, size_t n) {
     if (n > 0 && write(sv[1], server, n) < 0) { /* a partial answer is fine too */ }
     shutdown(sv[1], SHUT_WR);
     fz_peers[fz_npeers++] = sv[1];
-    conn_adopt_fd(c, sv[0]);
+    conn_adopt_fd(x->c, sv[0]);
 }
 
 /* Pushes a client userdata that is already closed. */

@@ -80,6 +80,7 @@ local function check_tls(argname, tls)
   end
   for _, f in ipairs({ "ca", "cert", "key", "server_name" }) do
     checks.check_string("connect", argname .. "." .. f, tls[f], true)
+    checks.check_no_nul("connect", argname .. "." .. f, tls[f])
   end
   check_type("connect", argname .. ".verify", tls.verify, "boolean", true)
   if (tls.cert == nil) ~= (tls.key == nil) then
@@ -127,6 +128,35 @@ local function check_hosts(argname, list)
   end
 end
 
+-- What url.parse found wrong with a url ("port must be ...").
+local function url_problem(e)
+  return (tostring(e):gsub("^redislock: ", ""):gsub("^bad url %((.*)%)$", "%1"))
+end
+
+-- The strings the C core keeps as C strings (checks.check_no_nul), of
+-- the table t, each named prefix .. field.
+local function check_c_strings(t, prefix, fields)
+  for _, f in ipairs(fields) do checks.check_no_nul("connect", prefix .. f, t[f]) end
+end
+
+-- The C core reads its config again (core.connect) and raises on what it
+-- cannot use, as "bad config field 'F' (why)": a TLS file that cannot be
+-- read or loaded (only OpenSSL can tell a key from a certificate), or
+-- anything the checks here let through. That is a bad argument to
+-- connect, raised again at the caller's line; a Redlock master's field
+-- ("nodes[2].tls") by the name it was given (redlock[2].tls). Anything
+-- else goes on as it was.
+local function config_error(e)
+  local field, why = tostring(e):match("bad config field '([^']+)' %((.*)%)$")
+  if not field then error(e, 0) end
+  argerror("connect", (field:gsub("^nodes%[", "redlock[")), why)
+end
+
+local function opened(ok, ...)
+  if not ok then config_error((...)) end
+  return ...
+end
+
 -- A host that is no name or address (a space, a control byte) is refused
 -- here, before anything looks it up.
 local function check_host(argname, host)
@@ -168,7 +198,7 @@ local function endpoint(opts)
       end
     end
     local ok, parsed = pcall(url.parse, opts.url)
-    if not ok then checks.raise((tostring(parsed):gsub("^redislock: ", ""))) end
+    if not ok then argerror("connect", "url", url_problem(parsed)) end
     cfg = parsed
     cfg.tls = tls_of("tls", parsed.tls, not parsed.tls, opts.tls)
   else
@@ -179,6 +209,7 @@ local function endpoint(opts)
   checks.check_string("connect", "path", cfg.path, true)
   check_type("connect", "username", cfg.username, "string", true)
   check_type("connect", "password", cfg.password, "string", true)
+  check_c_strings(cfg, "", { "path", "username", "password" })
   if cfg.host and cfg.path then argerror("connect", "path", "give either host or path, not both") end
   if cfg.username and not cfg.password then
     argerror("connect", "username", "a password is required with a user name")
@@ -189,6 +220,7 @@ local function endpoint(opts)
   if cfg.sentinels ~= nil or cfg.master ~= nil then
     check_hosts("sentinels", cfg.sentinels)
     checks.check_string("connect", "master", cfg.master)
+    checks.check_no_nul("connect", "master", cfg.master)
     if cfg.host or cfg.path or cfg.port or cfg.cluster then
       argerror("connect", "sentinels", "give sentinels or host/path/port/cluster, not both")
     end
@@ -204,6 +236,7 @@ local function endpoint(opts)
   cfg.sentinels, cfg.cluster = nil, nil
   check_type("connect", "sentinel_username", opts.sentinel_username, "string", true)
   check_type("connect", "sentinel_password", opts.sentinel_password, "string", true)
+  check_c_strings(opts, "", { "sentinel_username", "sentinel_password" })
   if opts.sentinel_username and not opts.sentinel_password then
     argerror("connect", "sentinel_username", "a password is required with a user name")
   end
@@ -249,7 +282,7 @@ local function redlock_connect(opts, settings, cfg)
     local where = "redlock[" .. i .. "]"
     if type(m) == "string" then
       local ok, parsed = pcall(url.parse, m)
-      if not ok then argerror("connect", where, (tostring(parsed):gsub("^redislock: ", ""))) end
+      if not ok then argerror("connect", where, url_problem(parsed)) end
       if parsed.sentinels or parsed.cluster then argerror("connect", where, "a single master's url expected") end
       parsed.tls = tls_of(where, parsed.tls, not parsed.tls, opts.tls)
       m = parsed
@@ -274,12 +307,13 @@ local function redlock_connect(opts, settings, cfg)
     if m.db ~= nil then checks.check_integer("connect", where .. ".db", m.db, 0, 2 ^ 20) end
     check_type("connect", where .. ".username", m.username, "string", true)
     check_type("connect", where .. ".password", m.password, "string", true)
+    check_c_strings(m, where .. ".", { "path", "username", "password" })
     if m.username and not m.password then
       argerror("connect", where .. ".username", "a password is required with a user name")
     end
     masters[i] = m
   end
-  local client, err, kind = require("redislock.redlock").connect(masters, settings, cfg)
+  local client, err, kind = opened(pcall(require("redislock.redlock").connect, masters, settings, cfg))
   if not client then return errors.fail(err, kind) end
   local warnings
   warnings, err = eviction_check(client._conn, opts.strict)
@@ -345,7 +379,7 @@ function _M.connect(opts)
   if opts.redlock ~= nil then
     return redlock_connect(opts, settings, cfg)
   end
-  local ch, err, kind = open(cfg)
+  local ch, err, kind = opened(pcall(open, cfg))
   if not ch then return errors.fail(err, kind) end
   channel.check(ch)
   local warnings

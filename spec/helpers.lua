@@ -1031,6 +1031,42 @@ function M.start_proxy(target, host)
   return p
 end
 
+--- A loopback server that answers like Redis until told otherwise
+-- (spec/support/fake_redis.lua, which lists what it answers), for the
+-- specs of hostile replies only. Returns the process with .port, .host,
+-- .url, and :command(...) as start_proxy's (e.g. fake:command("answer",
+-- "acquire", hex)); fake.hex(bytes) gives the hex form of a reply.
+function M.start_fake_redis()
+  local p = M.spawn(M.lua_cmd("spec/support/fake_redis.lua"))
+  assert(M.wait_until(function()
+    p.port = tonumber(p:stdout():match("port (%d+)"))
+    p.control_port = tonumber(p:stdout():match("control (%d+)"))
+    return p.port and p.control_port
+  end, 5, 0.01), "fake redis did not start: " .. p:stderr())
+  p.host = "127.0.0.1"
+  p.url = "redis://127.0.0.1:" .. p.port
+  function p.control(self, line)
+    if not self.ctl then
+      self.ctl = assert(require("socket").connect("127.0.0.1", self.control_port))
+      self.ctl:settimeout(5)
+    end
+    assert(self.ctl:send(line .. "\n"))
+    return assert(self.ctl:receive("*l"))
+  end
+  function p.command(self, ...)
+    local words = {}
+    for i = 1, select("#", ...) do words[i] = tostring((select(i, ...))) end
+    local line = table.concat(words, " ")
+    local answer = self:control(line)
+    if not answer:match("^ok") then error("fake redis: " .. line .. ": " .. answer, 2) end
+    return answer:match("^ok ?(.*)$")
+  end
+  function p.hex(bytes)
+    return (bytes:gsub(".", function(ch) return string.format("%02x", ch:byte()) end))
+  end
+  return p
+end
+
 ---------------------------------------------------------------------------
 -- Isolated network: a private loopback and resolver for name-resolution specs
 ---------------------------------------------------------------------------

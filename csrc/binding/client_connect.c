@@ -83,11 +83,13 @@ static int client_opt_seeds(lua_State *L, int t, const char *key, const char **o
 }
 
 /* The TLS settings of the table field `key` of the table at t (connect's
- * `tls`, or a Redlock master's): NULL when absent; raises when a field is
- * wrong, a file cannot be used, or this build has no TLS. Every field is
- * read before anything is made, so nothing leaks when one raises. unix:
- * the endpoint is a unix socket (no host name to check). */
-static tls_ctx *client_opt_tls(lua_State *L, int t, const char *key, int unix) {
+ * `tls`, or a Redlock master's), named `name` in errors ("tls",
+ * "nodes[2].tls": redislock.lua says which argument that was): NULL when
+ * absent; raises when a field is wrong, a file cannot be used, or this
+ * build has no TLS. Every field is read before anything is made, so
+ * nothing leaks when one raises. unix: the endpoint is a unix socket (no
+ * host name to check). */
+static tls_ctx *client_opt_tls(lua_State *L, int t, const char *key, const char *name, int unix) {
     tls_opts o;
     tls_ctx *x;
     char err[CONN_ERRSTR_LEN];
@@ -98,7 +100,7 @@ static tls_ctx *client_opt_tls(lua_State *L, int t, const char *key, int unix) {
         return NULL;
     }
     if (lua_type(L, -1) != LUA_TTABLE)
-        luaL_error(L, "bad config field '%s' (table expected, got %s)", key, luaL_typename(L, -1));
+        luaL_error(L, "bad config field '%s' (table expected, got %s)", name, luaL_typename(L, -1));
     tt = lua_gettop(L);
     memset(&o, 0, sizeof o);
     o.ca = client_opt_string(L, tt, "ca");
@@ -107,17 +109,17 @@ static tls_ctx *client_opt_tls(lua_State *L, int t, const char *key, int unix) {
     o.server_name = client_opt_string(L, tt, "server_name");
     lua_getfield(L, tt, "verify");
     if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TBOOLEAN)
-        luaL_error(L, "bad config field '%s.verify' (boolean expected, got %s)", key, luaL_typename(L, -1));
+        luaL_error(L, "bad config field '%s.verify' (boolean expected, got %s)", name, luaL_typename(L, -1));
     o.verify = lua_isnil(L, -1) || lua_toboolean(L, -1);
     lua_pop(L, 1);
     if (o.server_name && o.server_name[0] == '\0')
-        luaL_error(L, "bad config field '%s.server_name' (non-empty string expected)", key);
+        luaL_error(L, "bad config field '%s.server_name' (non-empty string expected)", name);
     if (unix && o.verify && o.server_name == NULL)
         luaL_error(L, "bad config field '%s' (over a unix socket, tls.server_name names the certificate"
-                   " to expect; or verify = false)", key);
+                   " to expect; or verify = false)", name);
     x = tls_ctx_new(&o, err, sizeof err);
     lua_settop(L, top);
-    if (x == NULL) luaL_error(L, "bad config field '%s' (%s)", key, err);
+    if (x == NULL) luaL_error(L, "bad config field '%s' (%s)", name, err);
     return x;
 }
 
@@ -149,7 +151,9 @@ static int client_opt_nodes(lua_State *L, int idx, topo *t) {
         {
             /* (made last, released at once: topo_add_seed keeps its own) */
             int rc;
-            node.tls = client_opt_tls(L, top, "tls", node.path != NULL);
+            char name[32];
+            snprintf(name, sizeof name, "nodes[%d].tls", i);
+            node.tls = client_opt_tls(L, top, "tls", name, node.path != NULL);
             rc = topo_add_seed(t, &node);
             tls_ctx_release(node.tls);
             if (rc != 0) luaL_error(L, "out of memory");
@@ -343,7 +347,7 @@ int client_global_connect(lua_State *L) {
     if (u->t == NULL) {
         /* the last of what may raise: the context is released on every
          * path below (Redlock: each master's own, read with it) */
-        o.cfg.tls = o.mode == TOPO_REDLOCK ? NULL : client_opt_tls(L, 1, "tls", o.cfg.path != NULL);
+        o.cfg.tls = o.mode == TOPO_REDLOCK ? NULL : client_opt_tls(L, 1, "tls", "tls", o.cfg.path != NULL);
         u->t = topo_new(o.mode, &o.cfg, o.seeds, o.nseeds, o.master, o.suser, o.spass, err, sizeof err);
         if (u->t && o.sentinel_tls) topo_set_sentinel_tls(u->t, o.cfg.tls);
         tls_ctx_release(o.cfg.tls);   /* (the topology has its own) */

@@ -17,6 +17,7 @@
 #include "binding/luaval.h"
 #include "topo/router.h"
 #include "cmd/script.h"
+#include "cmd/script_answer.h"
 
 /* Enough answers for a quorum decision: yes (1, or {1, ...}) reached the
  * quorum, or so many said no (anything else) that it never can. */
@@ -123,6 +124,16 @@ static int meth_replicas(lua_State *L) {
     if (r == NULL) {
         u->r->err = xc->c->err;
         snprintf(u->r->errstr, sizeof u->r->errstr, "%s", xc->c->errstr);
+    } else if (r->type != REDIS_REPLY_INTEGER && r->type != REDIS_REPLY_ERROR) {
+        /* WAIT answers a count: anything else is no count of
+         * acknowledgements (and no number the policy could compare) */
+        char what[48];
+        script_answer_describe(r, what, sizeof what);
+        freeReplyObject(r);
+        lua_pushnil(L);
+        lua_pushfstring(L, "redis error: protocol error: WAIT answered %s, not a count", what);
+        lua_pushliteral(L, "redis");
+        return 3;
     }
     return client_result(L, u, r);
 }

@@ -272,7 +272,7 @@ static int request_look(lua_State *L, request_ud *q) {
     topo_follow(t);
     if (q->look_until == 0) q->look_until = deadline_in_ms(t->cfg.connect_timeout_ms);
     if (deadline_passed(q->x.deadline) || deadline_passed(q->look_until)) {
-        exec_fail(&q->x, CONN_ETIMEOUT, "connection lost: timed out (no master confirmed by the sentinels)");
+        exec_fail(&q->x, CONN_ETIMEOUT, EXEC_ERR_NO_MASTER);
         return request_fail(L, q);
     }
     return request_sleep(L, REQUEST_SENTINEL_POLL, RQ_AFTER_LOOK);

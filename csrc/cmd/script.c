@@ -66,7 +66,11 @@ const script_def *script_at(size_t i) {
     return i < SCRIPT_COUNT ? &script_table[i] : NULL;
 }
 
+size_t script_index(const script_def *s) {
+    return (size_t)(s - script_table);
+}
+
 uint64_t script_bit(const script_def *s) {
-    size_t i = (size_t)(s - script_table);
+    size_t i = script_index(s);
     return i < SCRIPT_COUNT && i < 64 ? (uint64_t)1 << i : 0;
 }

@@ -31,6 +31,8 @@ const script_def *script_find(const char *name);
 const script_def *script_find_len(const char *name, size_t len);
 size_t script_count(void);
 const script_def *script_at(size_t i);
+/* s's place in the table (script_at(script_index(s)) == s). */
+size_t script_index(const script_def *s);
 /* s's bit for a per-connection set of scripts (exec_conn.h scripts_ran):
  * bit i for script_at(i), 0 for none beyond the 64th. */
 uint64_t script_bit(const script_def *s);

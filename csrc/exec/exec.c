@@ -10,6 +10,7 @@
 #include "base/deadline.h"
 #include "base/monotime.h"
 #include "cmd/native_cmd.h"
+#include "cmd/script_answer.h"
 
 void exec_init(exec_req *x, const script_def *s, int argc, const char *const *argv, const size_t *lens,
                const char *key, size_t klen, int mode, unsigned flags, long timeout_ms, int64_t until_us) {
@@ -41,9 +42,23 @@ int exec_fail(exec_req *x, int err, const char *errstr) {
     return EXEC_FAIL;
 }
 
+/* What too many redirects were, by what they said (exec_state.seen). A
+ * failover is not a resharding: while the nodes learn of the new master
+ * (by gossip, in a moment), the map one of them gives may still name the
+ * old one, which sends us on; a migration says ASK or TRYAGAIN. */
+static const char *exec_why_tries(unsigned seen) {
+    if (seen & EXEC_SEEN_MIGRATE)
+        return "connection lost: too many redirects (a slot is being migrated: the cluster is resharding)";
+    if (seen & EXEC_SEEN_REPLICA)
+        return "connection lost: no master confirmed yet (ours became a replica: a failover in progress)";
+    if (seen & EXEC_SEEN_MOVED)
+        return "connection lost: no master confirmed yet (the nodes disagree on who serves the slot: "
+               "a failover in progress?)";
+    return "connection lost: no master confirmed yet (too many tries)";
+}
+
 int exec_try(exec_req *x) {
-    if (++x->st.tries > EXEC_MAX_TRIES)
-        return exec_fail(x, CONN_EREDIS, "redis error: too many redirects (the cluster is resharding?)");
+    if (++x->st.tries > EXEC_MAX_TRIES) return exec_fail(x, CONN_ELOST, exec_why_tries(x->st.seen));
     return EXEC_ROUTE;
 }
 
@@ -124,6 +139,9 @@ static int exec_pause_over(const exec_req *x) {
 /* What a refusal to be retried asks for besides: ASKING to its target, a
  * pause, a new connection, a fresh look at the topology. */
 static int exec_redirect(exec_req *x, exec_conn *xc, redisReply *r, const recovery *rec) {
+    x->st.seen |= rec->cls == RECOVERY_MOVED ? EXEC_SEEN_MOVED :
+                  rec->cls == RECOVERY_ASK || rec->cls == RECOVERY_TRYAGAIN ? EXEC_SEEN_MIGRATE :
+                  rec->cls == RECOVERY_READONLY || rec->cls == RECOVERY_MASTERDOWN ? EXEC_SEEN_REPLICA : 0;
     if (rec->todo & RECOVERY_ASKING) {
         if (rec->target_len >= sizeof x->target) {
             x->answer = r;    /* (no address we could follow: an answer) */
@@ -165,6 +183,19 @@ static int exec_redirect(exec_req *x, exec_conn *xc, redisReply *r, const recove
     return EXEC_ROUTE;
 }
 
+/* An answer that is not of its script's shape (script_answer.h): nobody
+ * reads it as one; the call fails with what came. The stream is whole (the
+ * connection keeps it), and the script may have run, as after any lost
+ * reply: never sent again. */
+static int exec_misshapen(exec_req *x, redisReply *r) {
+    char what[48], msg[CONN_ERRSTR_LEN];
+    script_answer_describe(r, what, sizeof what);
+    freeReplyObject(r);
+    snprintf(msg, sizeof msg, "redis error: protocol error: %.40s answered %s, not what it returns", x->script->name,
+             what);
+    return exec_fail(x, CONN_EREDIS, msg);
+}
+
 /* The answer to the request itself (not to what went before it). */
 static int exec_answer(exec_req *x, exec_conn *xc, redisReply *r) {
     recovery rec;
@@ -188,6 +219,7 @@ static int exec_answer(exec_req *x, exec_conn *xc, redisReply *r) {
     if (x->script && r->type != REDIS_REPLY_ERROR) xc->scripts_ran |= script_bit(x->script);
     recovery_of_reply(r, x->mode, &rec);
     if (!(rec.todo & RECOVERY_RETRY)) {
+        if (x->script && !script_answer_ok(x->script, r)) return exec_misshapen(x, r);
         x->answer = r;    /* the answer, as Redis gave it */
         return EXEC_DONE;
     }
@@ -282,6 +314,10 @@ int exec_after_pause(exec_req *x) {
 
 int exec_answer_next(const exec_state *st) {
     return st->due == 1 && st->native == 0;
+}
+
+int exec_answer_int_ok(const script_def *s, long long v) {
+    return s == NULL || script_answer_int_ok(s, v);
 }
 
 void exec_note_ran(exec_conn *xc, const script_def *s) {

@@ -50,6 +50,11 @@
 #define EXEC_TARGET_MAX 272     /* "host:port" of an ASK target */
 #define EXEC_MAX_PRE 3          /* arguments of the command sent first */
 
+/* A Sentinel request that waited for the sentinels to confirm a master
+ * until its deadline (router.c, client_request.c). */
+#define EXEC_ERR_NO_MASTER "connection lost: no master confirmed yet by the sentinels (timed out: a failover " \
+                           "in progress?)"
+
 /* flags */
 #define EXEC_IDEMPOTENT  0x01u  /* sent again once after a lost reply
                                    (Redlock: its scripts are idempotent for
@@ -57,6 +62,12 @@
 #define EXEC_EVAL_FIRST  0x02u  /* EVAL (after a SCRIPT LOAD) where the script
                                    has not run on the socket yet (fanout.c
                                    says why) */
+
+/* The redirects a request met (exec_state.seen), which say what the
+ * cluster was doing when there were too many (exec_try). */
+#define EXEC_SEEN_MOVED    0x01u  /* a node said another serves the slot */
+#define EXEC_SEEN_MIGRATE  0x02u  /* ASK, TRYAGAIN: a slot being migrated */
+#define EXEC_SEEN_REPLICA  0x04u  /* READONLY, MASTERDOWN: the master is a replica now */
 
 /* What the driver does next. */
 enum exec_step {
@@ -82,6 +93,8 @@ typedef struct exec_state {
     uint8_t pre_due;            /* of which the pre command's */
     uint8_t asking_due;         /* of which the ASKING's */
     uint8_t native;             /* this attempt's native command (native_cmd.h), 0: none */
+    uint8_t seen;               /* EXEC_SEEN_*: the redirects so far, for the
+                                   message when they are too many */
     unsigned want_eval : 1;     /* the node lacks the script (NOSCRIPT): EVAL it */
     unsigned eval : 1;          /* this attempt sends EVAL (after SCRIPT LOAD) */
     unsigned after_load : 1;    /* this attempt sends EVALSHA behind a SCRIPT
@@ -166,7 +179,10 @@ int exec_after_pause(exec_req *x);
 int exec_fail(exec_req *x, int err, const char *errstr);
 
 /* Counts one more try before an attempt the driver routes: EXEC_ROUTE, or
- * EXEC_FAIL after EXEC_MAX_TRIES. */
+ * EXEC_FAIL after EXEC_MAX_TRIES, of kind connection, saying what the
+ * redirects were: a slot being migrated ("the cluster is resharding"), or
+ * no master confirmed yet for the slot (a failover: our master became a
+ * replica, or the nodes disagree for a moment on who serves it). */
 int exec_try(exec_req *x);
 
 /* The answer after EXEC_DONE, and the pre command's reply: the caller's
@@ -176,9 +192,12 @@ redisReply *exec_take_pre(exec_req *x);
 
 /* Whether the next reply of a request at st is its own answer and, being
  * an integer, its final one (no native command to map it): a driver may
- * read it in place (conn_reply_int), call exec_note_ran, and take it as
- * EXEC_DONE without the reply object. */
+ * read it in place (conn_reply_int) and, when exec_answer_int_ok says the
+ * integer is an answer of script s, call exec_note_ran and take it as
+ * EXEC_DONE without the reply object; an integer that is not (an extend
+ * that answers 7) goes to exec_reply as a reply object, which fails it. */
 int exec_answer_next(const exec_state *st);
+int exec_answer_int_ok(const script_def *s, long long v);
 void exec_note_ran(exec_conn *xc, const script_def *s);
 
 /* Frees whatever the request still holds. */

@@ -120,7 +120,7 @@ void conn_drop(conn *c) {
     c->fast.len = c->fast_off = c->fast_whole = 0;
     c->out.len = 0;
     c->out_off = 0;
-    c->sent_total = c->queued_total = 0;
+    c->sent_total = c->queued_total = c->recv_total = 0;
     c->hs_n = c->hs_next = 0;
     c->last_reply_us = 0;
 }
@@ -138,13 +138,24 @@ void conn_fail(conn *c, int err, const char *what, const char *why) {
     conn_drop(c);
 }
 
+/* A plain TCP connection the server dropped before a byte of its answer to
+ * the handshake came: what a TLS port does with our plaintext (Redis resets
+ * it), hence the hint; the closing words of conn_fail's why, or "". */
+const char *conn_tls_hint(const conn *c) {
+    return c->tls == NULL && c->cfg.path == NULL && c->hs_next < c->hs_n && c->recv_total == 0
+           ? " (a TLS port? use rediss://)" : "";
+}
+
 void conn_fail_errno(conn *c, const char *what, int e) {
-    if (e == EINTR)
+    char why[CONN_ERRSTR_LEN];
+    if (e == EINTR) {
         conn_fail(c, CONN_EINTR, what, "interrupted");
-    else if (e == ETIMEDOUT)
+    } else if (e == ETIMEDOUT) {
         conn_fail(c, CONN_ETIMEOUT, what, "timed out");
-    else
-        conn_fail(c, CONN_ECONNECT, what, strerror(e));
+    } else {
+        snprintf(why, sizeof why, "%s%s", strerror(e), e == ECONNRESET || e == EPIPE ? conn_tls_hint(c) : "");
+        conn_fail(c, CONN_ECONNECT, what, why);
+    }
 }
 
 void conn_fail_with(conn *c, int err, const char *what) {
@@ -166,11 +177,10 @@ int conn_unqueue(conn *c, uint64_t from, uint64_t to) {
 
 void conn_adopt_fd(conn *c, int fd) {
     conn_drop(c);
-    c->reader = redisReaderCreate();
     c->fd = fd;
     c->gen++;
     c->pid = proc_id();
-    if (c->reader == NULL) conn_fail(c, CONN_ENOMEM, "failed", "out of memory");
+    if (conn_reader_new(c) != 0) conn_fail(c, CONN_ENOMEM, "failed", "out of memory");
 }
 
 /* ---- queueing requests ------------------------------------------------------ */

@@ -34,6 +34,7 @@
 #include <hiredis.h>
 
 #include "net/counters.h"
+#include "net/reply_guard.h"
 #include "base/resp.h"
 #include "net/sock.h"
 #include "net/tls.h"
@@ -100,6 +101,7 @@ typedef struct conn {
     int addr_i;              /* the address being tried */
     pid_t pid;               /* the process that opened fd */
     redisReader *reader;     /* replies that are not simple (reply_fast.h) */
+    reply_guard guard;       /* the bounds of what reader is fed (reply_guard.h) */
     int reader_holds;        /* it holds bytes: every byte goes to it until
                                 it has given back a reply with none left */
     rbuf fast;               /* simple replies received, in order, older
@@ -111,6 +113,7 @@ typedef struct conn {
     size_t out_off;
     uint64_t sent_total;     /* bytes handed to the kernel since connect */
     uint64_t queued_total;   /* bytes queued since connect */
+    uint64_t recv_total;     /* bytes received since connect (plain, after TLS) */
     unsigned char hs_kind[8];/* the handshake's replies, in order */
     int hs_n, hs_next;       /* how many; the next one to read */
     long spin_us;            /* conn_read polls this long before sleeping */

@@ -13,8 +13,17 @@
  * conn_wait.c's blocking receive). */
 #define CONN_RECV_CHUNK 16384
 
-/* conn_fail with errno's text (ETIMEDOUT: "timed out", of kind timeout). */
+/* conn_fail with errno's text (ETIMEDOUT: "timed out", of kind timeout;
+ * a reset, with conn_tls_hint's). */
 void conn_fail_errno(conn *c, const char *what, int e);
+
+/* " (a TLS port? use rediss://)" when c is plain TCP and the server
+ * dropped it before a byte of the handshake's answer came; else "". */
+const char *conn_tls_hint(const conn *c);
+
+/* A fresh reader for c (the old one, if any, freed first) and its guard
+ * at the start of a reply (reply_guard.h): 0, or -1 (out of memory). */
+int conn_reader_new(conn *c);
 
 /* What a receive of n bytes (or -1 with errno) into buf means for c:
  * 1 bytes taken, 0 none yet, -1 failed (c's error set). */

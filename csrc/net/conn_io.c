@@ -30,8 +30,7 @@ int conn_begin(conn *c) {
     c->attempts++;   /* counters.h */
     c->gen++;
     c->pid = proc_id();
-    c->reader = redisReaderCreate();
-    if (c->reader == NULL || conn_queue_handshake(c) != 0) {
+    if (conn_reader_new(c) != 0 || conn_queue_handshake(c) != 0) {
         conn_fail(c, CONN_ENOMEM, "failed", "out of memory");
         return -1;
     }
@@ -89,8 +88,7 @@ int conn_detach_begin(conn *c, int fresh) {
     conn_drop(c);
     c->gen++;
     c->pid = proc_id();
-    c->reader = redisReaderCreate();
-    if (c->reader == NULL || (fresh && conn_queue_handshake(c) != 0)) {
+    if (conn_reader_new(c) != 0 || (fresh && conn_queue_handshake(c) != 0)) {
         conn_fail(c, CONN_ENOMEM, "failed", "out of memory");
         return -1;
     }
@@ -253,9 +251,41 @@ int conn_flush_some(conn *c) {
 
 #define CONN_FAST_KEEP 65536   /* the simple replies' buffer kept between reads */
 
+int conn_reader_new(conn *c) {
+    if (c->reader) redisReaderFree(c->reader);
+    c->reader = redisReaderCreate();
+    c->reader_holds = 0;
+    reply_guard_reset(&c->guard);
+    return c->reader ? 0 : -1;
+}
+
+/* A reply broke the protocol or its bounds (why): the stream cannot be
+ * followed past it, so c is done for, and so is the request it answered
+ * (which may have run, as after any lost reply). */
+static void conn_fail_protocol(conn *c, const char *why) {
+    char msg[CONN_ERRSTR_LEN];
+    snprintf(msg, sizeof msg, "protocol error: %s", why);
+    conn_fail(c, CONN_ELOST, c->hs_next < c->hs_n ? "failed" : "lost", msg);
+}
+
+/* Hands p[0..n) to hiredis' reader, through its guard (reply_guard.h):
+ * of a reply that breaks a bound, the reader never gets the part that
+ * does, nor anything after it; the replies before it are read out as
+ * usual, and then conn_reply fails c (a pipeline's earlier answers are
+ * not lost with it). 0, or -1 (out of memory: c failed). */
+static int conn_feed_reader(conn *c, const char *p, size_t n) {
+    size_t ok = reply_guard_feed(&c->guard, p, n);
+    c->reader_holds = 1;   /* (refused at once: conn_reply must still ask) */
+    if (ok > 0 && redisReaderFeed(c->reader, p, ok) != REDIS_OK) {
+        conn_fail(c, CONN_ENOMEM, "lost", "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 /* Appends bytes to the simple replies' buffer and measures what came:
  * whole simple replies become readable; from the first one that is not
- * simple, hiredis' reader takes the rest. 0, or -1 (out of memory). */
+ * simple, hiredis' reader takes the rest. 0, or -1 (c failed). */
 static int conn_take(conn *c, const char *p, size_t n) {
     long m;
     if (c->fast_off > 0 && c->fast_off == c->fast_whole) {
@@ -264,16 +294,19 @@ static int conn_take(conn *c, const char *p, size_t n) {
         c->fast_off = c->fast_whole = 0;
     }
     if (c->fast.len == 0 && c->fast.cap > CONN_FAST_KEEP) rbuf_free(&c->fast);   /* after a big reply */
-    if (rbuf_reserve(&c->fast, n) != 0) return -1;
+    if (rbuf_reserve(&c->fast, n) != 0) {
+        conn_fail(c, CONN_ENOMEM, "lost", "out of memory");
+        return -1;
+    }
     memcpy(c->fast.p + c->fast.len, p, n);
     c->fast.len += n;
     while ((m = reply_fast_scan(c->fast.p + c->fast_whole, c->fast.len - c->fast_whole)) > 0)
         c->fast_whole += (size_t)m;
     if (m < 0) {
-        if (redisReaderFeed(c->reader, c->fast.p + c->fast_whole, c->fast.len - c->fast_whole) != REDIS_OK)
-            return -1;
+        size_t rest = c->fast.len - c->fast_whole;
         c->fast.len = c->fast_whole;
-        c->reader_holds = 1;
+        /* (the bytes stay where they are until the next append) */
+        if (conn_feed_reader(c, c->fast.p + c->fast_whole, rest) != 0) return -1;
     }
     return 0;
 }
@@ -282,44 +315,60 @@ static int conn_take(conn *c, const char *p, size_t n) {
  * bytes are measured again; when it holds the beginning of what follows,
  * those bytes are taken back (a fresh reader for the next reply that is
  * not simple), so that one odd reply does not keep every later one off
- * the fast path. 0, or -1 (out of memory). */
+ * the fast path. Either way the reader is at a reply's start, and so is
+ * its guard. 0, or -1 (c failed). */
 static int conn_reader_gave(conn *c) {
-    redisReader *rd = c->reader, *fresh;
+    redisReader *rd = c->reader;
+    int rc;
+    /* (the reader holds all it will ever get: conn_reply fails c once it
+     * has given that) */
+    if (reply_guard_refused(&c->guard)) return 0;
     if (rd->pos == rd->len) {
         c->reader_holds = 0;
+        reply_guard_reset(&c->guard);
         return 0;
     }
-    fresh = redisReaderCreate();
-    if (fresh == NULL) return -1;
-    c->reader = fresh;
-    c->reader_holds = 0;
-    /* (all older simple replies were read: the reader's are newer) */
-    c->fast.len = c->fast_off = c->fast_whole = 0;
-    if (conn_take(c, rd->buf + rd->pos, rd->len - rd->pos) != 0) {
+    c->reader = NULL;   /* (kept until its bytes are taken) */
+    if (conn_reader_new(c) != 0) {
         redisReaderFree(rd);
+        conn_fail(c, CONN_ENOMEM, "lost", "out of memory");
         return -1;
     }
+    /* (all older simple replies were read: the reader's are newer) */
+    c->fast.len = c->fast_off = c->fast_whole = 0;
+    rc = conn_take(c, rd->buf + rd->pos, rd->len - rd->pos);
     redisReaderFree(rd);
-    return 0;
+    return rc;
+}
+
+/* A plain connection's first bytes are a TLS record (an alert, a
+ * handshake): a TLS server, spoken to without TLS. */
+static int conn_tls_answered(const conn *c, const char *buf) {
+    return c->tls == NULL && c->recv_total == 0 && c->hs_next < c->hs_n && (buf[0] == 0x15 || buf[0] == 0x16);
 }
 
 /* What a receive of n bytes (or -1 with errno) into buf means for c:
  * 1 bytes taken, 0 none yet, -1 failed (c's error set). */
 int conn_got(conn *c, const char *buf, ssize_t n) {
+    char why[80];
     if (n > 0) {
-        /* simple replies (reply_fast.h) kept as they came, others to hiredis */
-        if (c->reader_holds ? redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK
-                            : conn_take(c, buf, (size_t)n) != 0) {
-            conn_fail(c, CONN_ENOMEM, "lost", "out of memory");
+        if (conn_tls_answered(c, buf)) {
+            conn_fail(c, CONN_ECONNECT, "failed", "the server answered in TLS (a TLS port? use rediss://)");
             return -1;
         }
+        c->recv_total += (uint64_t)n;
+        /* simple replies (reply_fast.h) kept as they came, others to hiredis */
+        if (c->reader_holds ? conn_feed_reader(c, buf, (size_t)n) != 0 : conn_take(c, buf, (size_t)n) != 0)
+            return -1;
         return 1;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
-    if (n == 0)
-        conn_fail(c, CONN_ELOST, c->hs_next < c->hs_n ? "failed" : "lost", "closed by server");
-    else
+    if (n == 0) {
+        snprintf(why, sizeof why, "closed by server%s", conn_tls_hint(c));
+        conn_fail(c, CONN_ELOST, c->hs_next < c->hs_n ? "failed" : "lost", why);
+    } else {
         conn_fail_errno(c, c->hs_next < c->hs_n ? "failed" : "lost", errno);
+    }
     return -1;
 }
 
@@ -348,13 +397,19 @@ int conn_reply(conn *c, redisReply **out) {
         } else {
             if (!c->reader_holds) return 0;
             if (redisReaderGetReply(c->reader, &rep) != REDIS_OK) {
-                conn_fail(c, CONN_ELOST, "lost", "protocol error");
+                char why[REPLY_GUARD_WHY_LEN];
+                snprintf(why, sizeof why, "%.70s", c->reader->errstr);
+                conn_fail_protocol(c, why);
                 return -1;
             }
-            if (rep == NULL) return 0;
+            if (rep == NULL) {
+                const char *why = reply_guard_refused(&c->guard);
+                if (why == NULL) return 0;
+                conn_fail_protocol(c, why);
+                return -1;
+            }
             if (conn_reader_gave(c) != 0) {
                 freeReplyObject(rep);
-                conn_fail(c, CONN_ENOMEM, "lost", "out of memory");
                 return -1;
             }
         }

@@ -232,7 +232,7 @@ static int route_attempt(router *r, exec_req *x) {
      * an EVAL after NOSCRIPT) */
     if (r->t->mode == TOPO_SENTINEL && (!topo_confirmed(r->t) || (xc->c->fd < 0 && !x->st.refreshed))) {
         if (deadline_passed(x->deadline))
-            return exec_fail(x, CONN_ETIMEOUT, "connection lost: timed out (no master confirmed by the sentinels)");
+            return exec_fail(x, CONN_ETIMEOUT, EXEC_ERR_NO_MASTER);
         r->stale = 1;
         x->st.tries--;   /* (not a redirect) */
         return EXEC_ROUTE;

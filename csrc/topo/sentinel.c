@@ -420,7 +420,7 @@ static void sentinel_tally_of(const sentinel_ask *asks, int n, sentinel_tally *t
     int i;
     memset(t, 0, sizeof *t);
     t->eligible = t->followers = t->known = -1;
-    snprintf(t->last, sizeof t->last, "no sentinel given");
+    snprintf(t->last, sizeof t->last, "none answered in time");
     for (i = 0; i < n; i++) {
         const sentinel_ask *a = &asks[i];
         if (a->state == ASK_UNREACHABLE || a->state == ASK_ERROR) snprintf(t->last, sizeof t->last, "%s", a->err);
@@ -601,15 +601,36 @@ static void sentinel_sleep_ms(long ms) {
     nanosleep(&ts, NULL);
 }
 
+/* The deadline ended a load whose passes found a doubt (why: the last
+ * one's): that is what the caller hears, whatever the last pass found in
+ * the time it had left. A pass begun a moment before the deadline asks
+ * the sentinels with that moment for their answers, and "no sentinel
+ * reachable (last: timed out)" said of sentinels that are all up, and a
+ * failover under way, sent people looking for the wrong fault. */
+static void sentinel_doubt_over(const char *why, const char *why_kind, char *err, size_t errlen, const char **kind) {
+    snprintf(err, errlen, "no master confirmed yet (%.150s)", why);
+    *kind = why_kind;
+}
+
 int sentinel_load(const topo_src *src, int may_resolve, int64_t deadline, topo_snap **out,
                   char *err, size_t errlen, const char **kind) {
+    char doubt[CONN_ERRSTR_LEN] = "";
+    const char *doubt_kind = "connection";
     for (;;) {
         long left;
         int v = sentinel_pass(src, NULL, may_resolve, deadline, out, err, errlen, kind);
         if (v == SENTINEL_OK) return 0;
-        if (v == SENTINEL_FAIL) return -1;
+        if (v == SENTINEL_FAIL) {
+            if (doubt[0] && deadline_passed(deadline)) sentinel_doubt_over(doubt, doubt_kind, err, errlen, kind);
+            return -1;
+        }
+        snprintf(doubt, sizeof doubt, "%s", err);
+        doubt_kind = *kind;
         left = (long)((deadline - monotime_us()) / 1000);
-        if (deadline_passed(deadline) || left <= 0) return -1;
+        if (deadline_passed(deadline) || left <= 0) {
+            sentinel_doubt_over(doubt, doubt_kind, err, errlen, kind);
+            return -1;
+        }
         sentinel_sleep_ms(left < SENTINEL_PAUSE_MS ? left : SENTINEL_PAUSE_MS);
     }
 }

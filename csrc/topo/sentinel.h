@@ -57,8 +57,10 @@ int sentinel_pass(const topo_src *src, sentinel_pool *pool, int may_resolve, int
 conn *sentinel_seed_conn(const topo_src *src, const topo_node *s, long timeout_ms);
 
 /* Passes until one confirms a master or deadline: 0 with *out, or -1 with
- * err ("no sentinel reachable: ...", "master name unknown: ...", "failover
- * in progress: ...", "master not confirmed: ...") and *kind. */
+ * err ("no sentinel reachable (...)", "master name unknown: ...", or, when
+ * the deadline came during a doubt, "no master confirmed yet (failover in
+ * progress: ...)", "no master confirmed yet (master not confirmed at ...)")
+ * and *kind. */
 int sentinel_load(const topo_src *src, int may_resolve, int64_t deadline, topo_snap **out,
                   char *err, size_t errlen, const char **kind);
 

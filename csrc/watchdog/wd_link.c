@@ -26,6 +26,7 @@
 #include "cmd/native_cmd.h"
 #include "cmd/native_detect.h"
 #include "cmd/script.h"
+#include "base/reply_obj.h"
 
 static wd_req *wd_link_at(const wd_link *l, uint32_t i) {
     return &l->q[(l->head + i) % l->cap];
@@ -246,6 +247,17 @@ static int wd_link_reply(wd *w, wd_link *l, redisReply *r, int64_t now, const wd
     return l->x->c->fd < 0 ? -1 : 0;
 }
 
+/* wd_link_reply for an integer v read in place. 0, or -1 as it says. */
+static int wd_link_reply_int(wd *w, wd_link *l, long long v, int64_t now, const wd_appliers *apply) {
+    redisReply *r = reply_obj_new(REDIS_REPLY_INTEGER);
+    if (r == NULL) {
+        conn_fail_with(l->x->c, CONN_ENOMEM, "lost");
+        return -1;
+    }
+    r->integer = v;
+    return wd_link_reply(w, l, r, now, apply);
+}
+
 void wd_link_pump(wd *w, wd_link *l, int64_t now, const wd_appliers *apply) {
     conn *c = l->x->c;
     short rev = l->revents;
@@ -280,6 +292,14 @@ void wd_link_pump(wd *w, wd_link *l, int64_t now, const wd_appliers *apply) {
              * nothing to free (exec_answer_next: the machine's say) */
             redisReply answer;
             wd_req req = *wd_link_at(l, 0);
+            if (!exec_answer_int_ok(req.script, v)) {
+                /* (not one of its answers: the machine fails it) */
+                if (wd_link_reply_int(w, l, v, now, apply) != 0) {
+                    wd_link_drop(w, l, now);
+                    return;
+                }
+                continue;
+            }
             exec_note_ran(l->x, req.script);
             l->head = (l->head + 1) % l->cap;
             if (--l->n == 0 && l->nheld == 0) l->end_lb = INT64_MAX;

@@ -71,6 +71,11 @@ function _M.scan(ch, prefix, pattern)
       local r
       r, err, kind = ch:node_command(i, "SCAN", cursor, "MATCH", match, "COUNT", "1000")
       if not r then return errors.fail(err, kind) end
+      -- {cursor, {key...}}: anything else is no page of keys (a proxy, a
+      -- fake), and read as one it would raise here
+      if type(r) ~= "table" or type(r[1]) ~= "string" or type(r[2]) ~= "table" then
+        return errors.fail("redis error: protocol error: SCAN answered " .. type(r) .. ", not a page of keys")
+      end
       cursor = r[1]
       for _, key in ipairs(r[2]) do
         local tagged, suffix = key:sub(#prefix + 1):match("^{([^}]*)}(.*)$")

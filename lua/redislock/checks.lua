@@ -103,6 +103,14 @@ function _M.check_string(fname, argname, value, optional)
   if value == "" then argerror(fname, argname, "non-empty string expected") end
 end
 
+--- A string the C core keeps as a C string (a path, a password, a file
+-- name): a NUL byte would end it early, so one is refused, never cut.
+function _M.check_no_nul(fname, argname, value)
+  if type(value) == "string" and value:find("\0", 1, true) then
+    argerror(fname, argname, "holds a NUL byte")
+  end
+end
+
 function _M.check_name(fname, name)
   _M.check_string(fname, "name", name)
 end

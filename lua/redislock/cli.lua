@@ -91,63 +91,70 @@ local function resolve_url(opts)
   return { "redis://127.0.0.1:6379" }
 end
 
--- The --tls-* options, in the order the help lists them.
-local TLS_OPTIONS = { "tls-ca", "tls-cert", "tls-key", "tls-server-name", "tls-insecure" }
-
 -- connect's tls table from --tls-* (only with a rediss:// URL: given with
 -- a plain one, they are a usage error in our words) or $REDISLOCK_TLS_*
 -- (only for rediss:// URLs: the environment may name a CA for every
--- invocation), or nil.
+-- invocation), or nil; and where each field came from, for messages
+-- ({ ca = "--tls-ca", ... }).
+local TLS_FIELDS = { "ca", "cert", "key", "server_name", "verify" }   -- (the order the help lists them)
+local TLS_OPTIONS = { ca = "--tls-ca", cert = "--tls-cert", key = "--tls-key",
+  server_name = "--tls-server-name", verify = "--tls-insecure" }
 local function tls_config(opts, urls)
   local tls = { ca = opts["tls-ca"], cert = opts["tls-cert"], key = opts["tls-key"],
     server_name = opts["tls-server-name"] }
+  local from = {}
+  for field, option in pairs(TLS_OPTIONS) do from[field] = option end
   if opts["tls-insecure"] then tls.verify = false end
   local rediss = false
   for _, u in ipairs(urls) do rediss = rediss or u:lower():match("^rediss") ~= nil end
   if not rediss then
-    for _, name in ipairs(TLS_OPTIONS) do
+    for _, field in ipairs(TLS_FIELDS) do
       -- (never the URL itself in a message: it may hold a password)
-      if opts[name] then usage("--" .. name .. " needs a rediss:// URL: the one given is not TLS") end
+      local option = TLS_OPTIONS[field]
+      if opts[option:sub(3)] then usage(option .. " needs a rediss:// URL: the one given is not TLS") end
     end
   end
   if rediss then
     for field, var in pairs({ ca = "REDISLOCK_TLS_CA", cert = "REDISLOCK_TLS_CERT", key = "REDISLOCK_TLS_KEY" }) do
       local v = os.getenv(var)
-      if tls[field] == nil and v and v ~= "" then tls[field] = v end
+      if tls[field] == nil and v and v ~= "" then
+        tls[field] = v
+        from[field] = "$" .. var
+      end
     end
   end
-  if next(tls) ~= nil then return tls end
+  if next(tls) ~= nil then return tls, from end
+  return nil, from
 end
 
--- The library's words for an argument or a config field it refused, in
--- the command line's: the option that set it. "bad argument 'tls' to
--- 'connect' (why)" and "bad config field 'tls' (tls.ca: why)" become
--- "--tls-ca: why"; a Lua position before them is dropped. Others are left
--- as they are, less "redislock: ".
-local FIELD_OPTIONS = { url = "--url", prefix = "--prefix", ["tls.ca"] = "--tls-ca", ["tls.cert"] = "--tls-cert",
-  ["tls.key"] = "--tls-key", ["tls.server_name"] = "--tls-server-name", ["tls.verify"] = "--tls-insecure" }
-local function cli_words(msg)
-  msg = tostring(msg):gsub("^[^\n]-%.lua:%d+: ", ""):gsub("^redislock: ", "")
-  local field, why = msg:match("^bad %a+ field '([^']+)' %((.*)%)$")
-  if not field then field, why = msg:match("^bad argument '([^']+)' to '[^']+' %((.*)%)$") end
-  if not field then return msg end
-  local sub, rest = why:match("^([%w_.]+): (.*)$")
-  if sub and FIELD_OPTIONS[sub] then return FIELD_OPTIONS[sub] .. ": " .. rest end
-  if FIELD_OPTIONS[field] then return FIELD_OPTIONS[field] .. ": " .. why end
-  return msg
+-- A bad argument connect refused, said in the command line's words: the
+-- URL (never shown: it may hold a password) or the option that gave a TLS
+-- field ("--tls-ca: cannot read FILE (...)", "$REDISLOCK_TLS_CERT: ...").
+local function connect_words(msg, from)
+  msg = msg:match("redislock: (.*)$") or msg
+  local arg, why = msg:match("^bad argument '([^']+)' to 'connect' %((.*)%)$")
+  if not arg then return msg end
+  local master = arg:match("^redlock%[(%d+)%]$")
+  if arg == "url" or master then return "bad URL" .. (master and " #" .. master or "") .. ": " .. why end
+  local field = arg:match("^tls%.([%w_]+)$") or arg:match("^redlock%[%d+%]%.tls%.([%w_]+)$")
+  if not (field or arg == "tls" or arg:match("^redlock%[%d+%]%.tls$")) then return msg end
+  why = why:gsub("tls%.([%w_]+)", function(f) return from[f] or "tls." .. f end)
+  if field then return (from[field] or arg) .. ": " .. why end
+  if why:match("^[-$]") then return why end
+  return "the TLS options: " .. why
 end
-_M.cli_words = cli_words
 
 -- Connects: one URL (a Redis, redis+sentinel://, redis+cluster://, and
 -- their rediss forms), or several: one lock over those independent masters
 -- (Redlock). Returns client, or nil and the exit status.
 local function connect(opts, urls)
-  local cfg = { prefix = opts.prefix, tls = tls_config(opts, urls) }
+  local tls, from = tls_config(opts, urls)
+  local cfg = { prefix = opts.prefix, tls = tls }
   if #urls == 1 then cfg.url = urls[1] else cfg.redlock = urls end
   -- Only when asked: a library without the option refuses unknown ones.
   if opts.strict then cfg.strict = true end
   local ok, client, err = pcall(redislock.connect, cfg)
-  if not ok then return nil, fail(EXIT.usage, cli_words(client)) end
+  if not ok then return nil, fail(EXIT.usage, connect_words(tostring(client), from)) end
   if not client then
     -- (the library names its own option: ours is --strict)
     local refused = tostring(err):gsub("%s*%[strict = true%]$", "")
@@ -613,7 +620,7 @@ function _M.main(args, launch)
   -- the library refused an argument we let through: still a usage error
   if type(status) == "string" and (status:find("redislock: bad argument", 1, true)
       or status:find("bad config field", 1, true)) then
-    return fail(EXIT.usage, cli_words(status))
+    return fail(EXIT.usage, connect_words((status:gsub("^[^\n]-%.lua:%d+: ", "")), TLS_OPTIONS))
   end
   error(status, 0)
 end

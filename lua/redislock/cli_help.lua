@@ -120,7 +120,8 @@ against the system's CA store unless --tls-ca FILE ($REDISLOCK_TLS_CA);
 --tls-cert FILE and --tls-key FILE ($REDISLOCK_TLS_CERT, $REDISLOCK_TLS_KEY)
 for a server that wants a client certificate; --tls-server-name NAME to
 check another name than the URL's host; --tls-insecure to encrypt without
-verifying. A server that cannot be verified: exit 69, nothing run.
+verifying. A file that cannot be read or loaded: exit 2; a server that
+cannot be verified: exit 69; either way nothing is run.
 `redislock help COMMAND` or `redislock COMMAND -h` for details.]],
 
   run = [[

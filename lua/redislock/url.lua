@@ -17,8 +17,13 @@ local core = require "redislock.core"
 
 local _M = { _VERSION = "0.1.0" }
 
-local function unescape(s)
-  return (s:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
+-- A part percent-decoded; what (the user name, the password, ...) names it
+-- in the error when it would hold a NUL byte: the C core's strings end at
+-- one, so "p%00ss" would be sent as "p" (and a NUL is never in a name).
+local function unescape(s, what)
+  local out = s:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end)
+  if out:find("\0", 1, true) then error("redislock: bad url (" .. what .. " holds a NUL byte)", 0) end
+  return out
 end
 
 -- Splits "user:pass@rest" into fields; a bare "user@" is refused because
@@ -39,8 +44,8 @@ local function parse_userinfo(rest, out, unix)
   if not user then
     error("redislock: bad url (a user name needs a password: user:password@)", 0)
   end
-  if user ~= "" then out.username = unescape(user) end
-  out.password = unescape(pass)
+  if user ~= "" then out.username = unescape(user, "the user name") end
+  out.password = unescape(pass, "the password")
   return after
 end
 
@@ -83,6 +88,7 @@ local function parse_unix(rest, out)
   if path:sub(1, 1) ~= "/" then
     error("redislock: bad url (unix:// needs an absolute socket path)", 0)
   end
+  if path:find("\0", 1, true) then error("redislock: bad url (the socket path holds a NUL byte)", 0) end
   out.path = path
   if query ~= "" then
     local db = query:match("^db=(.*)$")
@@ -109,7 +115,7 @@ local function parse_sentinel(rest, out)
   out.sentinels = parse_hosts(hosts, 26379)
   local master, db = path:match("^([^/]+)/?(.*)$")
   if not master then error("redislock: bad url (redis+sentinel:// needs /master-name)", 0) end
-  out.master = unescape(master)
+  out.master = unescape(master, "the master name")
   if db ~= "" then out.db = parse_db(db) end
   return out
 end
