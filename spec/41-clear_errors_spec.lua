@@ -8,7 +8,7 @@ local redislock = require "redislock"
 local core = require "redislock.core"
 
 local quote = helpers.quote
-local HERE = "38%-clear_errors_spec%.lua:%d+: "
+local HERE = "41%-clear_errors_spec%.lua:%d+: "
 
 -- What connect raised (it must raise), from this file's line.
 local function raised(opts)

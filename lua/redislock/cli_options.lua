@@ -88,7 +88,8 @@ local EXITS = {
   { code = 0, status = "held", list = "listed (also when none is held)", release = "released", ["break"] = "deleted" },
   { code = 1, key = "conflict", run = "not taken within `--wait` (or the `-E` code)", status = "not held",
     release = "not held by TOKEN", ["break"] = "not held" },
-  { code = 2, key = "usage", all = "usage error: bad option, number, URL, NAME or TLS file (`--tls-ca: cannot read FILE (...)`); nothing was locked or run" },
+  { code = 2, key = "usage", all = "usage error: bad option, number, URL, NAME or TLS file"
+    .. " (`--tls-ca: cannot read FILE (...)`); nothing was locked or run" },
   { code = 69, key = "unavailable", all = "Redis unreachable, or it refused the request (auth, ACL, `--strict`)" },
   { code = 75, key = "lost", run = "the lock was lost while the job ran, and the job was stopped " ..
       "(with `--on-lost ignore` the status is COMMAND's own)" },
