@@ -143,6 +143,27 @@ describe("a script's answer of the wrong shape", function()
     end
   end)
 
+  it("SET NX (fence = false): only OK grants, only nil is busy, anything else a protocol error", function()
+    -- (a bulk "OK" reads as the status OK: the client sees strings alike)
+    for _, bytes in ipairs({ ":1\r\n", "*1\r\n:1\r\n", "+QUEUED\r\n", ":0\r\n" }) do
+      fake:command("answer", "SET", fake.hex(bytes))
+      local l, err, kind = c:acquire("n", { ttl = 5, fence = false, watchdog = false })
+      local what = bytes:gsub("\r\n", " ")
+      assert.is_nil(l, what)
+      assert.equal("redis", kind, what)
+      assert.matches("^redis error: protocol error: SET NX answered ", err, nil, false, what)
+    end
+    fake:command("answer", "SET", fake.hex("$-1\r\n"))
+    local l, err = c:acquire("n", { ttl = 5, fence = false, watchdog = false })
+    assert.is_nil(l)
+    assert.equal("busy", err)
+    fake:command("answer", "SET", fake.hex("+OK\r\n"))
+    l = assert(c:acquire("n", { ttl = 5, fence = false, watchdog = false }))
+    assert.is_falsy(l.fence)
+    assert(l:release())
+    fake:command("answer", "SET", "default")
+  end)
+
   it("extend and release: never true, never not held", function()
     for _, bytes in ipairs({ "+OK\r\n", ":7\r\n", ":-1\r\n", "*1\r\n:1\r\n", "$1\r\n1\r\n", "$-1\r\n" }) do
       local l = assert(c:acquire("e", { ttl = 5, watchdog = false }))

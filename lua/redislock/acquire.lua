@@ -89,6 +89,12 @@ function MUTEX.try(rec, t0, first)
     r, err = ch:command("SET", keys.lock, rec.token, "NX", "PX", ttl_arg(rec.ttl))
     if r == nil then return nil, err end
     if r == "OK" then return grant(rec, nil, t0, rec.ttl) end
+    if r ~= false then
+      -- (only OK grants and only nil is busy: any other answer is no
+      -- Redis' SET NX, never read as busy: issue 33)
+      return nil, "redis error: protocol error: SET NX answered " .. type(r) .. " " ..
+        (type(r) == "table" and "" or tostring(r):sub(1, 40)) .. ", not OK or nil"
+    end
     if mode ~= "notify" then return nil, "busy" end
     -- busy, and we will wait: the script registers us
   end
