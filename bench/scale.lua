@@ -23,6 +23,7 @@ package.cpath = "./?.so;" .. package.cpath
 local helpers = require "spec.helpers"
 local lib = require "bench.lib"
 local topology = require "spec.support.topology"
+local failover = require "spec.support.failover"
 local redislock = require "redislock"
 local core = require "redislock.core"
 
@@ -51,15 +52,7 @@ local function show_threads(when)
   return total
 end
 
--- Established connections of this process to TCP port `port`.
-local function conns_to(port)
-  local out = helpers.sh("ss -Htnp state established '( dport = :" .. port .. " )' 2>/dev/null")
-  local n = 0
-  for line in out:gmatch("[^\n]+") do
-    if line:find("pid=" .. pid .. ",", 1, true) then n = n + 1 end
-  end
-  return n
-end
+local function conns_to(port) return helpers.conns_to(pid, port) end
 
 local function fds()
   local n = 0
@@ -72,9 +65,7 @@ end
 local function main()
   local rep = topology.start_replicated { replicas = 1 }
   local sen = topology.start_sentinels { master = rep.master }
-  local seeds = {}
-  for i, a in ipairs(sen:addrs()) do seeds[i] = a.host .. ":" .. a.port end
-  local url = "redis+sentinel://" .. table.concat(seeds, ",") .. "/mymaster"
+  local url = "redis+sentinel://" .. table.concat(failover.seeds(sen), ",") .. "/mymaster"
   printf("%d clients of one process, configured the same: %s\n", CLIENTS, url)
   printf("load average before: %s\n\n", lib.loadavg())
   local fds0 = fds()

@@ -20,26 +20,16 @@ local function check_failure(err, kind, took, deadline, what)
 end
 
 describe("Sentinel, during a failover", function()
-  local rep, sen, seeds
-  setup(function()
-    rep = topology.start_replicated { replicas = 1 }
-    sen = topology.start_sentinels { master = rep.master }
-    seeds = {}
-    for i, a in ipairs(sen:addrs()) do seeds[i] = a.host .. ":" .. a.port end
-  end)
-  teardown(function()
-    sen:stop()
-    rep:stop()
-  end)
+  local fx = topology.sentinel_fixture { replicas = 1 }
 
   local function connect()
-    return redislock.connect { sentinels = seeds, master = "mymaster", connect_timeout = 1, timeout = 1 }
+    return redislock.connect { sentinels = fx.seeds, master = "mymaster", connect_timeout = 1, timeout = 1 }
   end
 
   -- SENTINEL FAILOVER, once Sentinel takes one (after the last, it waits
   -- for the demoted master to be a good replica)
   local function start_failover()
-    return helpers.wait_until(function() return (sen:failover()) end, 30, 0.2)
+    return helpers.wait_until(function() return (fx.sen:failover()) end, 30, 0.2)
   end
 
   -- Calls and connects for `seconds`: the failures seen, by message.
@@ -70,11 +60,11 @@ describe("Sentinel, during a failover", function()
   end
 
   it("a failover that stays in progress says so, and no master confirmed yet", function()
-    assert(helpers.wait_until(function() return sen:ready(1) end, 30, 0.1))
+    assert(helpers.wait_until(function() return fx.sen:ready(1) end, 30, 0.1))
     local c = assert(connect())
-    assert(rep:wait_sync(30))
-    local _, port = sen:master_addr()
-    local replica = port == rep.master.port and rep.replicas[1] or rep.master
+    assert(fx.rep:wait_sync(30))
+    local _, port = fx.sen:master_addr()
+    local replica = port == fx.rep.master.port and fx.rep.replicas[1] or fx.rep.master
     -- the replica chosen cannot answer: the failover stays in progress
     -- until Sentinel's failover-timeout (3 s), then is given up
     assert(start_failover())
@@ -90,17 +80,17 @@ describe("Sentinel, during a failover", function()
   end)
 
   it("a plain SENTINEL FAILOVER: whatever fails is of kind connection, and never blames the sentinels", function()
-    assert(helpers.wait_until(function() return sen:ready(1) end, 30, 0.1))
+    assert(helpers.wait_until(function() return fx.sen:ready(1) end, 30, 0.1))
     local c = assert(connect())
-    assert(rep:wait_sync(30))
-    local _, old = sen:master_addr()
+    assert(fx.rep:wait_sync(30))
+    local _, old = fx.sen:master_addr()
     assert(start_failover())
     -- (check_failure looks at each: besides the failover's own words, a
     -- request the old master took and never answered as it was demoted
     -- says just that, it timed out; a grant that came after its 1 s lease
     -- says "connection too slow")
     during(c, 3)
-    assert(sen:wait_master_change("127.0.0.1:" .. old, 20))
+    assert(fx.sen:wait_master_change("127.0.0.1:" .. old, 20))
     c:close()
   end)
 end)

@@ -12,50 +12,16 @@ local redislock = require "redislock"
 local process = require "redislock.process"
 local core = require "redislock.core"
 
--- The threads of this process named `name` (/proc/self/task/*/comm).
-local function threads_named(name)
-  local n = 0
-  local p = io.popen("cat /proc/" .. core.getpid() .. "/task/*/comm 2>/dev/null")
-  for line in p:lines() do
-    if line == name then n = n + 1 end
-  end
-  p:close()
-  return n
-end
-
--- Connections this process holds to TCP port `port` (ss, by our pid).
-local function conns_to(port)
-  local out = helpers.sh("ss -Htnp state established '( dport = :" .. port .. " )' 2>/dev/null")
-  local n = 0
-  for line in out:gmatch("[^\n]+") do
-    if line:find("pid=" .. core.getpid() .. ",", 1, true) then n = n + 1 end
-  end
-  return n
-end
+local function threads_named(name) return helpers.threads_named(core.getpid(), name) end
+local function conns_to(port) return helpers.conns_to(core.getpid(), port) end
 
 describe("clients of one process", function()
-  local rep, sen
-
-  setup(function()
-    rep = topology.start_replicated { replicas = 1 }
-    sen = topology.start_sentinels { master = rep.master }
-  end)
-
-  teardown(function()
-    sen:stop()
-    rep:stop()
-  end)
+  local fx = topology.sentinel_fixture { replicas = 1 }
 
   local fresh = helpers.names("share")
 
-  local function seeds()
-    local out = {}
-    for i, a in ipairs(sen:addrs()) do out[i] = a.host .. ":" .. a.port end
-    return out
-  end
-
   local function connect(extra)
-    local opts = { sentinels = seeds(), master = "mymaster", connect_timeout = 1, timeout = 1 }
+    local opts = { sentinels = fx.seeds, master = "mymaster", connect_timeout = 1, timeout = 1 }
     for k, v in pairs(extra or {}) do opts[k] = v end
     return assert(redislock.connect(opts))
   end
@@ -71,7 +37,7 @@ describe("clients of one process", function()
     -- and one renewal thread for every client of the process
     assert.equal(1, threads_named("redislock-wd"))
     -- one subscription and one pass connection per sentinel for all 20
-    for _, a in ipairs(sen:addrs()) do
+    for _, a in ipairs(fx.sen:addrs()) do
       assert.is_true(conns_to(a.port) <= 2, "connections to sentinel " .. a.port .. ": " .. conns_to(a.port))
     end
     -- another configuration: a topology of its own
@@ -85,11 +51,11 @@ describe("clients of one process", function()
       assert.is_true(locks[i]:release())
       clients[i]:close()
     end
-    local old = sen:master_addr()
-    sen:failover()
-    sen:wait_master_change(old, 20)
+    local old = fx.sen:master_addr()
+    fx.sen:failover()
+    fx.sen:wait_master_change(old, 20)
     helpers.sleep(6)   -- past a ttl: renewed on the new master, or lost
-    local master = sen:server_at(nil, select(2, sen:master_addr()), { rep.master, rep.replicas[1] })
+    local master = fx.sen:server_at(nil, select(2, fx.sen:master_addr()), { fx.rep.master, fx.rep.replicas[1] })
     for i = 1, 10 do
       assert.is_true(locks[i]:held(), "lock " .. i)
       assert.equal(locks[i].token, (master:cli_raw("GET", locks[i]._keys.lock)))
@@ -111,7 +77,7 @@ describe("clients of one process", function()
       if forks % 400 == 0 then
         -- a failover under way for the next few hundred forks: the
         -- topology's thread is busy (events, passes every 100 ms)
-        pcall(function() sen:failover() end)
+        pcall(function() fx.sen:failover() end)
         failovers = failovers + 1
       end
       local pids = {}

@@ -34,6 +34,38 @@ local system = require "system"
 
 local M = {}
 
+--- How many threads of process `pid` are named `name` (/proc/PID/task/*/comm).
+function M.threads_named(pid, name)
+  local n = 0
+  local p = io.popen("cat /proc/" .. pid .. "/task/*/comm 2>/dev/null")
+  for line in p:lines() do
+    if line == name then n = n + 1 end
+  end
+  p:close()
+  return n
+end
+
+--- How many established TCP connections process `pid` holds to `port` (ss).
+function M.conns_to(pid, port)
+  local p = io.popen("ss -Htnp state established '( dport = :" .. port .. " )' 2>/dev/null")
+  local n = 0
+  for line in p:lines() do
+    if line:find("pid=" .. pid .. ",", 1, true) then n = n + 1 end
+  end
+  p:close()
+  return n
+end
+
+--- A command as the bytes Redis reads (RESP), its arguments as strings.
+function M.resp(...)
+  local parts = { "*" .. select("#", ...) .. "\r\n" }
+  for i = 1, select("#", ...) do
+    local a = tostring((select(i, ...)))
+    parts[#parts + 1] = "$" .. #a .. "\r\n" .. a .. "\r\n"
+  end
+  return table.concat(parts)
+end
+
 -- The server the specs start: SERVER=redis (the default: redis-server,
 -- redis-sentinel, redis-cli) or SERVER=valkey (valkey-server,
 -- valkey-sentinel, valkey-cli; `make test-valkey`). Every server and every
@@ -572,14 +604,7 @@ function Server:call(...)
   end
   if not sock then return nil, "connection: " .. tostring(err), "connection" end
   sock:settimeout(5)
-  local function request(...)
-    local parts = { "*" .. select("#", ...) .. "\r\n" }
-    for i = 1, select("#", ...) do
-      local a = tostring((select(i, ...)))
-      parts[#parts + 1] = "$" .. #a .. "\r\n" .. a .. "\r\n"
-    end
-    return table.concat(parts)
-  end
+  local request = M.resp
   local v, e, k
   local sent = sock:send((self.password and request("AUTH", self.password) or "") .. request(...))
   if not sent then
@@ -1005,11 +1030,19 @@ function M.start_proxy(target, host)
     args = target.path and { target.path } or { target.port, target.host }
   end
   local p = M.spawn(M.lua_cmd("spec/support/proxy.lua", args[1], args[2] or "127.0.0.1"))
+  return M.controlled(p, "proxy")
+end
+
+-- A helper process that prints "port N" and "control M" (proxy.lua,
+-- fake_redis.lua): waits for both, and gives it .port, .host, .url,
+-- :control(line) -> its answer line, and :command(...) -> what follows
+-- "ok" (raises on anything else, naming `what`).
+function M.controlled(p, what)
   assert(M.wait_until(function()
     p.port = tonumber(p:stdout():match("port (%d+)"))
     p.control_port = tonumber(p:stdout():match("control (%d+)"))
     return p.port and p.control_port
-  end, 5, 0.01), "proxy did not start: " .. p:stderr())
+  end, 5, 0.01), what .. " did not start: " .. p:stderr())
   p.host = "127.0.0.1"
   p.url = "redis://127.0.0.1:" .. p.port
   function p.control(self, line)
@@ -1025,7 +1058,7 @@ function M.start_proxy(target, host)
     for i = 1, select("#", ...) do words[i] = tostring((select(i, ...))) end
     local line = table.concat(words, " ")
     local answer = self:control(line)
-    if not answer:match("^ok") then error("proxy: " .. line .. ": " .. answer, 2) end
+    if not answer:match("^ok") then error(what .. ": " .. line .. ": " .. answer, 2) end
     return answer:match("^ok ?(.*)$")
   end
   return p
@@ -1037,30 +1070,7 @@ end
 -- .url, and :command(...) as start_proxy's (e.g. fake:command("answer",
 -- "acquire", hex)); fake.hex(bytes) gives the hex form of a reply.
 function M.start_fake_redis()
-  local p = M.spawn(M.lua_cmd("spec/support/fake_redis.lua"))
-  assert(M.wait_until(function()
-    p.port = tonumber(p:stdout():match("port (%d+)"))
-    p.control_port = tonumber(p:stdout():match("control (%d+)"))
-    return p.port and p.control_port
-  end, 5, 0.01), "fake redis did not start: " .. p:stderr())
-  p.host = "127.0.0.1"
-  p.url = "redis://127.0.0.1:" .. p.port
-  function p.control(self, line)
-    if not self.ctl then
-      self.ctl = assert(require("socket").connect("127.0.0.1", self.control_port))
-      self.ctl:settimeout(5)
-    end
-    assert(self.ctl:send(line .. "\n"))
-    return assert(self.ctl:receive("*l"))
-  end
-  function p.command(self, ...)
-    local words = {}
-    for i = 1, select("#", ...) do words[i] = tostring((select(i, ...))) end
-    local line = table.concat(words, " ")
-    local answer = self:control(line)
-    if not answer:match("^ok") then error("fake redis: " .. line .. ": " .. answer, 2) end
-    return answer:match("^ok ?(.*)$")
-  end
+  local p = M.controlled(M.spawn(M.lua_cmd("spec/support/fake_redis.lua")), "fake redis")
   function p.hex(bytes)
     return (bytes:gsub(".", function(ch) return string.format("%02x", ch:byte()) end))
   end

@@ -105,16 +105,7 @@ int client_result(lua_State *L, client_ud *u, redisReply *r) {
         lua_pushstring(L, router_kind(u->r));
         return 3;
     }
-    if (r->type == REDIS_REPLY_ERROR) {
-        lua_pushnil(L);
-        lua_pushfstring(L, "redis error: %s", r->str ? r->str : "");
-        lua_pushliteral(L, "redis");
-        freeReplyObject(r);
-        return 3;
-    }
-    luaval_push_reply(L, r, 0);
-    freeReplyObject(r);
-    return 1;
+    return luaval_push_answer(L, r);
 }
 
 /* ---- methods ------------------------------------------------------------- */

@@ -624,38 +624,17 @@ static int request_wait_result(lua_State *L, request_ud *q) {
         if (attempt) freeReplyObject(attempt);
         return request_push_fail(L, q);
     }
-    lua_pushboolean(L, 1);
-    if (woken->type == REDIS_REPLY_ARRAY && woken->elements == 2)
-        luaval_push_reply(L, woken->element[1], 1);
-    else if (woken->type == REDIS_REPLY_ERROR)
-        lua_pushnil(L);
-    else
-        lua_pushboolean(L, 0);
-    if (attempt == NULL || attempt->type == REDIS_REPLY_ERROR)
-        lua_pushboolean(L, 0);
-    else
-        luaval_push_reply(L, attempt, 0);
-    freeReplyObject(woken);
-    if (attempt) freeReplyObject(attempt);
-    return 3;
+    return luaval_push_wait(L, woken, attempt);
 }
 
 /* rq:result() */
 static int meth_result(lua_State *L) {
     request_ud *q = request_check(L);
     redisReply *r;
+    int n;
     if (q->kind == 'w') return request_wait_result(L, q);
     if (q->state != RQ_DONE || (r = exec_take_answer(&q->x)) == NULL) return request_push_fail(L, q);
-    if (r->type == REDIS_REPLY_ERROR) {
-        lua_pushnil(L);
-        lua_pushfstring(L, "redis error: %s", r->str ? r->str : "");
-        lua_pushliteral(L, "redis");
-        freeReplyObject(r);
-        return 3;
-    }
-    luaval_push_reply(L, r, 0);
-    freeReplyObject(r);
-    if (q->wait_n <= 0) return 1;
+    if ((n = luaval_push_answer(L, r)) != 1 || q->wait_n <= 0) return n;
     if (q->acks < 0) lua_pushnil(L);
     else lua_pushinteger(L, (lua_Integer)q->acks);
     return 2;

@@ -47,20 +47,7 @@ static int meth_blpop_script(lua_State *L) {
         return 4;
     }
     if (k < 0) return client_result(L, u, NULL);
-    lua_pushboolean(L, 1);
-    if (woken->type == REDIS_REPLY_ARRAY && woken->elements == 2)
-        luaval_push_reply(L, woken->element[1], 1);
-    else if (woken->type == REDIS_REPLY_ERROR)
-        lua_pushnil(L);
-    else
-        lua_pushboolean(L, 0);
-    if (attempt == NULL || attempt->type == REDIS_REPLY_ERROR)
-        lua_pushboolean(L, 0);
-    else
-        luaval_push_reply(L, attempt, 0);
-    freeReplyObject(woken);
-    if (attempt) freeReplyObject(attempt);
-    return 3;
+    return luaval_push_wait(L, woken, attempt);
 }
 
 const luaL_Reg client_wait_methods[] = {

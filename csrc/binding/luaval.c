@@ -142,3 +142,33 @@ redisReply *luaval_reply_of(lua_State *L, int idx, int depth) {
         return reply_obj_new(REDIS_REPLY_NIL);
     }
 }
+
+int luaval_push_answer(lua_State *L, redisReply *r) {
+    if (r->type == REDIS_REPLY_ERROR) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "redis error: %s", r->str ? r->str : "");
+        lua_pushliteral(L, "redis");
+        freeReplyObject(r);
+        return 3;
+    }
+    luaval_push_reply(L, r, 0);
+    freeReplyObject(r);
+    return 1;
+}
+
+int luaval_push_wait(lua_State *L, redisReply *woken, redisReply *attempt) {
+    lua_pushboolean(L, 1);
+    if (woken->type == REDIS_REPLY_ARRAY && woken->elements == 2)
+        luaval_push_reply(L, woken->element[1], 1);
+    else if (woken->type == REDIS_REPLY_ERROR)
+        lua_pushnil(L);
+    else
+        lua_pushboolean(L, 0);
+    if (attempt == NULL || attempt->type == REDIS_REPLY_ERROR)
+        lua_pushboolean(L, 0);
+    else
+        luaval_push_reply(L, attempt, 0);
+    freeReplyObject(woken);
+    if (attempt) freeReplyObject(attempt);
+    return 3;
+}

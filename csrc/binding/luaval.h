@@ -27,4 +27,14 @@ void luaval_push_reply(lua_State *L, const redisReply *r, int depth);
  * deep. */
 redisReply *luaval_reply_of(lua_State *L, int idx, int depth);
 
+/* A request's answer r (freed here) as Lua gets it: the reply, or nil,
+ * "redis error: ...", "redis" for Redis' refusal. How many values. */
+int luaval_push_answer(lua_State *L, redisReply *r);
+
+/* A wait's two replies (freed here), the BLPOP's and the attempt's behind
+ * it (NULL: none), as channel's wait_try gives them: true, the value
+ * popped (false: none came; nil: Redis refused the BLPOP), the attempt's
+ * reply (false: it did not run). How many values. */
+int luaval_push_wait(lua_State *L, redisReply *woken, redisReply *attempt);
+
 #endif

@@ -314,6 +314,30 @@ function M.start_sentinels(opts)
   return g
 end
 
+--- A describe block's master, replicas and three sentinels: started in its
+-- setup, stopped in its teardown. Returns a table that holds, once set up,
+-- .rep (start_replicated's), .sen (start_sentinels') and .seeds (their
+-- "host:port" list). opts: start_replicated's, and .sentinels for
+-- start_sentinels' (its master is .rep.master).
+function M.sentinel_fixture(opts)
+  opts = opts or {}
+  local busted = require "busted"   -- (its setup, teardown: not globals here)
+  local fx = {}
+  busted.setup(function()
+    fx.rep = M.start_replicated(opts)
+    local so = { master = fx.rep.master }
+    for k, v in pairs(opts.sentinels or {}) do so[k] = v end
+    fx.sen = M.start_sentinels(so)
+    fx.seeds = {}
+    for i, a in ipairs(fx.sen:addrs()) do fx.seeds[i] = a.host .. ":" .. a.port end
+  end)
+  busted.teardown(function()
+    if fx.sen then fx.sen:stop() end
+    if fx.rep then fx.rep:stop() end
+  end)
+  return fx
+end
+
 ---------------------------------------------------------------------------
 -- Cluster
 ---------------------------------------------------------------------------
@@ -518,14 +542,7 @@ local function replicas_ack(cl, master, n)
   local sock = require("socket").connect(master.host, master.port)
   if not sock then return false end
   sock:settimeout(2)
-  local function request(...)
-    local parts = { "*" .. select("#", ...) .. "\r\n" }
-    for i = 1, select("#", ...) do
-      local a = tostring((select(i, ...)))
-      parts[#parts + 1] = "$" .. #a .. "\r\n" .. a .. "\r\n"
-    end
-    return table.concat(parts)
-  end
+  local request = helpers.resp
   local out = (master.password and request("AUTH", master.password) or "") .. request("SET", key, "1")
     .. request("WAIT", n, 100)
   local replies = {}
