@@ -70,7 +70,7 @@ describe("clients of one process", function()
   it("forked a thousand times while failovers run, every child finishes", function()
     local c = connect { connect_timeout = 0.5, timeout = 0.5 }
     local held = assert(c:acquire(fresh(), { ttl = 5 }))
-    local forks, hung, batch = 0, 0, 8
+    local forks, hung, crashed, batch = 0, 0, 0, 8
     local failovers = 0
     local t0 = helpers.monotime()
     while forks < 1000 do
@@ -99,7 +99,10 @@ describe("clients of one process", function()
         local deadline = helpers.monotime() + 10
         local done
         repeat
-          done = process.waitpid(pid, true) ~= 0   -- (0: still running)
+          local got, how = process.waitpid(pid, true)
+          done = got ~= 0   -- (0: still running)
+          -- (a child that died of a signal crashed: it exits 0 otherwise)
+          if done and how ~= "exited" then crashed = crashed + 1 end
           if not done then helpers.sleep(0.005) end
         until done or helpers.monotime() > deadline
         if not done then
@@ -110,9 +113,10 @@ describe("clients of one process", function()
       end
       forks = forks + batch
     end
-    print(string.format("\n# %d forks in %.1f s across %d failovers: %d children hung", forks,
-      helpers.monotime() - t0, failovers, hung))
+    print(string.format("\n# %d forks in %.1f s across %d failovers: %d children hung, %d crashed", forks,
+      helpers.monotime() - t0, failovers, hung, crashed))
     assert.equal(0, hung)
+    assert.equal(0, crashed)
     -- the parent's own threads still work: its lock held or reported (two
     -- failovers this close may drop a lease: docs/topology.md's limits),
     -- and a new lock taken and released once the sentinels agree
@@ -124,5 +128,70 @@ describe("clients of one process", function()
     assert.is_true(l:held())
     assert.is_true(l:release())
     c:close()
+  end)
+end)
+
+describe("waits of one client, renewals of another that shares its topology", function()
+  local fx = topology.sentinel_fixture { replicas = 1 }
+  local fresh = helpers.names("swait")
+
+  local function connect(extra)
+    local opts = { sentinels = fx.seeds, master = "mymaster", connect_timeout = 1, timeout = 1 }
+    for k, v in pairs(extra or {}) do opts[k] = v end
+    return assert(redislock.connect(opts))
+  end
+
+  -- A bystander's short lock (ttl 0.3 s) renewed for `seconds` while four
+  -- waiters (configured as waiter_extra says) wait 30 ms for a held name
+  -- again and again: the renewals that failed meanwhile, and the waits.
+  local function run(waiter_extra, seconds)
+    local a, b = connect(), connect()
+    local waiters = {}
+    for i = 1, 4 do waiters[i] = connect(waiter_extra) end
+    local la = assert(a:acquire(fresh(), { ttl = 0.3 }))
+    local k = fresh()
+    local lk = assert(b:acquire(k, { ttl = 30 }))
+    local f0 = a:stats().failures
+    local t_end = helpers.monotime() + seconds
+    local waits, other = 0, nil
+    while helpers.monotime() < t_end do
+      for _, c in ipairs(waiters) do
+        local l, err = c:acquire(k, { wait = 0.03 })
+        assert.is_nil(l)
+        waits = waits + 1
+        if err ~= "timeout" then other = other or err end
+      end
+    end
+    local res = { failures = a:stats().failures - f0, held = la:held(), reason = la.lost_reason, waits = waits,
+      other = other }
+    if res.held then la:release() end
+    lk:release()
+    for _, c in ipairs(waiters) do c:close() end
+    a:close()
+    b:close()
+    return res
+  end
+
+  -- (a wait that ends at its caller's deadline is no sign of a failing
+  -- master: nothing of it may reach the other clients' renewals, which a
+  -- doubt cast on the shared topology would void and hold back)
+  it("a timed-out wait casts no doubt: the other clients' renewals go on", function()
+    local sep = run({ timeout = 1.5 }, 4)   -- (another timeout: a topology of their own)
+    local shared = run(nil, 4)
+    print(string.format("\n# separate topology: %d waits, bystander renewal failures %d; shared: %d waits (%s),"
+      .. " failures %d", sep.waits, sep.failures, shared.waits, tostring(shared.other), shared.failures))
+    assert.equal(0, sep.failures)
+    assert.equal(0, shared.failures)
+    assert.is_true(shared.held, tostring(shared.reason))
+  end)
+
+  it("the same with one sentinel hung (SIGSTOP): every pass then waits for it", function()
+    fx.sen.list[1]:kill("STOP")
+    local ok, res = pcall(run, nil, 6)
+    fx.sen.list[1]:kill("CONT")
+    assert(ok, res)
+    print(string.format("\n# one sentinel hung, shared topology: %d waits, bystander renewal failures %d,"
+      .. " held %s (%s)", res.waits, res.failures, tostring(res.held), tostring(res.reason)))
+    assert.equal(0, res.failures)
   end)
 end)

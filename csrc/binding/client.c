@@ -82,6 +82,7 @@ static int meth_wait_client(lua_State *L) {
         lua_pushliteral(L, "memory");
         return 3;
     }
+    w->r->no_doubt = 1;   /* (router.h: its BLPOPs write no lease) */
     topo_retain(u->t);
     w->t = u->t;
     return 1;

@@ -5,6 +5,7 @@
  * connects and checks a node before returning, so that a wrong address or
  * password is reported at connect, not at the first lock.
  */
+#define _GNU_SOURCE
 #include "binding/client.h"
 #include "binding/client_ud.h"
 
@@ -250,61 +251,117 @@ static void client_read_opts(lua_State *L, client_opts *o) {
     lua_pop(L, 1);
 }
 
-/* Adds s to the key, its length first (nothing can run into the next). */
-static void client_key_add(luaL_Buffer *b, const char *s) {
-    char n[24];
-    snprintf(n, sizeof n, "%zu:", s ? strlen(s) : (size_t)0);
-    luaL_addstring(b, n);
-    if (s) luaL_addstring(b, s);
-    luaL_addchar(b, s ? ';' : '-');
+/* The share key as it is built (malloc'd: wiped and freed once copied). */
+typedef struct keybuf {
+    char *p;
+    size_t len, cap;
+    int oom;
+} keybuf;
+
+static void keybuf_put(keybuf *k, const char *s, size_t n) {
+    if (k->oom) return;
+    if (k->len + n + 1 > k->cap) {
+        size_t cap = (k->len + n + 1) * 2;
+        char *p = malloc(cap);
+        if (p == NULL) {
+            k->oom = 1;
+            return;
+        }
+        if (k->p) {
+            memcpy(p, k->p, k->len);
+            explicit_bzero(k->p, k->cap);   /* (it may hold a password) */
+            free(k->p);
+        }
+        k->p = p;
+        k->cap = cap;
+    }
+    memcpy(k->p + k->len, s, n);
+    k->len += n;
+    k->p[k->len] = '\0';
 }
 
-/* A TLS file as the key names it: its path, size and time of change (a
- * rotated certificate is another topology's, read anew). */
-static void client_key_file(luaL_Buffer *b, const char *path) {
+/* Adds s to the key, its length first (nothing can run into the next). */
+static void client_key_add(keybuf *k, const char *s) {
+    char n[24];
+    keybuf_put(k, n, (size_t)snprintf(n, sizeof n, "%zu:", s ? strlen(s) : (size_t)0));
+    if (s) keybuf_put(k, s, strlen(s));
+    keybuf_put(k, s ? ";" : "-", 1);
+}
+
+/* A TLS file as the key names it: its path, size and times of change, and
+ * which file it is (a rotated certificate is another topology's, read
+ * anew). The status change time too: unlike the modification time, no
+ * copy that keeps times (cp -p, rsync -t, tar) can set it back, and a new
+ * file moved into place has another inode. */
+static void client_key_file(keybuf *k, const char *path) {
     struct stat st;
-    char buf[64];
-    client_key_add(b, path);
+    char buf[160];
+    client_key_add(k, path);
     if (path == NULL || stat(path, &st) != 0) return;
-    snprintf(buf, sizeof buf, "%lld.%lld.%ld", (long long)st.st_size, (long long)st.st_mtim.tv_sec,
-             (long)st.st_mtim.tv_nsec);
-    client_key_add(b, buf);
+    snprintf(buf, sizeof buf, "%lld.%lld.%ld.%lld.%ld.%llu.%llu", (long long)st.st_size,
+             (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec, (long long)st.st_ctim.tv_sec,
+             (long)st.st_ctim.tv_nsec, (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+    client_key_add(k, buf);
+}
+
+/* The TLS fields of config field `tls` (ca, cert, key, server_name: NULL
+ * when absent), as client_opt_tls checks them; *has: a table was given;
+ * *verify its verify. The strings live in the config table. */
+static void client_key_tls(lua_State *L, const char *tls[4], int *has, int *verify) {
+    static const char *const fields[] = {"ca", "cert", "key", "server_name"};
+    int i, top = lua_gettop(L);
+    lua_getfield(L, 1, "tls");
+    *has = lua_type(L, -1) == LUA_TTABLE;
+    *verify = 1;
+    /* (what client_opt_tls refuses is refused here too: a shared topology
+     * must never stand for a config that would not have been accepted, a
+     * `tls = true` read as no TLS) */
+    if (!*has && !lua_isnil(L, -1))
+        luaL_error(L, "bad config field 'tls' (table expected, got %s)", luaL_typename(L, -1));
+    for (i = 0; i < 4; i++) tls[i] = *has ? client_opt_string(L, top + 1, fields[i]) : NULL;
+    if (*has) {
+        lua_getfield(L, top + 1, "verify");
+        if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TBOOLEAN)
+            luaL_error(L, "bad config field 'tls.verify' (boolean expected, got %s)", luaL_typename(L, -1));
+        *verify = lua_isnil(L, -1) || lua_toboolean(L, -1);
+    }
+    lua_settop(L, top);
 }
 
 /* Pushes the key of the topology o describes (topo_share.c): everything
- * it holds, TLS files by name, size and time of change. */
-static void client_push_share_key(lua_State *L, const client_opts *o) {
-    static const char *const tls_fields[] = {"ca", "cert", "key", "server_name"};
+ * it holds, TLS files by name, size and time of change; a userdata (a
+ * Lua string could not be wiped: it holds the passwords), NUL-terminated,
+ * which client_wipe_key clears once the topology is found or shared. */
+static char *client_push_share_key(lua_State *L, const client_opts *o) {
     const conn_config *c = &o->cfg;
-    const char *tls[4] = {NULL, NULL, NULL, NULL};
-    char num[160];
-    int i, top = lua_gettop(L), has_tls, verify = 1;
-    luaL_Buffer b;
-    /* (the TLS fields first: nothing may be pushed while a buffer is built;
-     * the strings live in the config table, which stays on the stack) */
-    lua_getfield(L, 1, "tls");
-    has_tls = lua_type(L, -1) == LUA_TTABLE;
-    for (i = 0; has_tls && i < 4; i++) tls[i] = client_opt_string(L, top + 1, tls_fields[i]);
-    if (has_tls) {
-        lua_getfield(L, top + 1, "verify");
-        verify = lua_isnil(L, -1) || lua_toboolean(L, -1);
-    }
-    lua_settop(L, top);
-    luaL_buffinit(L, &b);
+    const char *tls[4];
+    char num[160], *out;
+    int i, has_tls, verify;
+    keybuf k = {NULL, 0, 0, 0};
+    client_key_tls(L, tls, &has_tls, &verify);
     snprintf(num, sizeof num, "%d %d %d %ld %ld %d %d %u %d %d", o->mode, c->port, c->db, c->connect_timeout_ms,
              c->timeout_ms, o->sentinel_tls, o->xo.no_native, o->xo.native_assume, has_tls, verify);
-    client_key_add(&b, num);
-    client_key_add(&b, c->host);
-    client_key_add(&b, c->path);
-    client_key_add(&b, c->username);
-    client_key_add(&b, c->password);
-    client_key_add(&b, o->master);
-    client_key_add(&b, o->suser);
-    client_key_add(&b, o->spass);
-    for (i = 0; i < o->nseeds; i++) client_key_add(&b, o->seeds[i]);
-    for (i = 0; i < 3; i++) client_key_file(&b, tls[i]);
-    client_key_add(&b, tls[3]);
-    luaL_pushresult(&b);
+    client_key_add(&k, num);
+    client_key_add(&k, c->host);
+    client_key_add(&k, c->path);
+    client_key_add(&k, c->username);
+    client_key_add(&k, c->password);
+    client_key_add(&k, o->master);
+    client_key_add(&k, o->suser);
+    client_key_add(&k, o->spass);
+    for (i = 0; i < o->nseeds; i++) client_key_add(&k, o->seeds[i]);
+    for (i = 0; i < 3; i++) client_key_file(&k, tls[i]);
+    client_key_add(&k, tls[3]);
+    if (k.oom) {
+        if (k.p) explicit_bzero(k.p, k.cap);
+        free(k.p);
+        luaL_error(L, "out of memory");
+    }
+    out = lua_newuserdata(L, k.len + 1);   /* (cannot fail but by raising: k.p freed first) */
+    memcpy(out, k.p, k.len + 1);
+    explicit_bzero(k.p, k.cap);
+    free(k.p);
+    return out;
 }
 
 /* The first node connected and checked (AUTH, SELECT, PING): 1 (the
@@ -331,6 +388,7 @@ static int client_check_first(lua_State *L, client_ud *u) {
 int client_global_connect(lua_State *L) {
     client_opts o;
     client_ud *u;
+    char *key = NULL;
     char err[CONN_ERRSTR_LEN];
     luaL_checktype(L, 1, LUA_TTABLE);
     client_read_opts(L, &o);
@@ -339,8 +397,8 @@ int client_global_connect(lua_State *L) {
     /* Sentinel and Cluster: one topology for every client configured the
      * same (topo_share.c); the key stays on the stack until it is shared */
     if (o.mode == TOPO_SENTINEL || o.mode == TOPO_CLUSTER) {
-        client_push_share_key(L, &o);
-        u->t = topo_shared(lua_tostring(L, -1));
+        key = client_push_share_key(L, &o);
+        u->t = topo_shared(key);
     } else {
         lua_pushnil(L);
     }
@@ -353,8 +411,9 @@ int client_global_connect(lua_State *L) {
         tls_ctx_release(o.cfg.tls);   /* (the topology has its own) */
         if (u->t == NULL) return luaL_error(L, "bad config field 'seeds' (%s)", err);
         u->t->xopts = o.xo;
-        if (lua_isstring(L, -1) && topo_share(u->t, lua_tostring(L, -1)) != 0) return luaL_error(L, "out of memory");
+        if (key && topo_share(u->t, key) != 0) return luaL_error(L, "out of memory");
     }
+    if (key) explicit_bzero(key, strlen(key));
     lua_pop(L, 1);   /* (the key: the client is on top again) */
     if (o.mode == TOPO_REDLOCK && client_opt_nodes(L, 1, u->t) < 1)
         return luaL_error(L, "bad config field 'nodes' (at least one master expected)");

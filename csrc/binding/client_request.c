@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "binding/compat.h"
 #include "binding/client.h"
@@ -73,6 +74,11 @@ typedef struct request_ud {
     redisReply *map_slots;  /* its CLUSTER SLOTS reply, until CLUSTER NODES' */
     char map_last[CONN_ERRSTR_LEN]; /* why the last node asked could not say */
     uint64_t doubts;        /* topo_doubts() when this attempt was routed */
+    int no_doubt;           /* a wait (BLPOP): its failures cast no doubt (it
+                               writes no lease, and one that ends at the
+                               caller's own deadline is no sign of a failing
+                               master; the doubt would hold up every client
+                               sharing the topology: router.h's no_doubt) */
     uint64_t epoch;         /* the snapshot it was routed by */
     int64_t look_until;     /* Sentinel: how long it waits for a master
                                confirmed (the connect timeout's, from the
@@ -301,7 +307,7 @@ static int request_route(lua_State *L, request_ud *q) {
     if (exec_resolve(x)) {
         /* the map changed, or the master did: look again (Sentinel: nobody
          * writes to that master until the sentinels confirm one again) */
-        if (q->epoch) topo_doubt(t, q->epoch);
+        if (q->epoch && !q->no_doubt) topo_doubt(t, q->epoch);
         /* (Cluster: unless another request published a newer map since
          * this one was routed, as topo_refresh's `seen`: one request of
          * the worker asks, not every one a MOVED reached) */
@@ -473,7 +479,7 @@ static int request_lost_step(lua_State *L, request_ud *q, int sent) {
     int step = exec_failed(&q->x, &q->xc, sent);
     q->state = RQ_ROUTE;
     if (step == EXEC_FAIL) {
-        if (exec_resolve(&q->x) && q->epoch) topo_doubt(q->t, q->epoch);
+        if (exec_resolve(&q->x) && q->epoch && !q->no_doubt) topo_doubt(q->t, q->epoch);
         return request_fail(L, q);
     }
     return request_step(L, q, step);
@@ -673,6 +679,7 @@ static int meth_request(lua_State *L) {
         /* (never under Sentinel: route_wait.c says why) */
         if (mode == TOPO_SENTINEL) return luaL_argerror(L, 2, "no wait with its attempt under Sentinel");
         skip = 2;   /* key, seconds: the BLPOP's */
+        q->no_doubt = 1;
     } else if (strcmp(kind, "script") != 0 && strcmp(kind, "command") != 0) {
         return luaL_argerror(L, 2, "script, command or wait expected");
     }
@@ -694,6 +701,7 @@ static int meth_request(lua_State *L) {
                                (const size_t[]){5, q->lens[0], q->lens[1]});
     } else {
         if (n < 1) return luaL_argerror(L, first, "a command name expected");
+        q->no_doubt = q->lens[0] == 5 && strncasecmp(q->argv[0], "BLPOP", 5) == 0;
         exec_init(&q->x, NULL, n, q->argv, q->lens, n > 1 ? q->argv[1] : NULL, n > 1 ? q->lens[1] : 0, mode, 0,
                   (long)(timeout * 1000), until);
     }

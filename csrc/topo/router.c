@@ -176,7 +176,7 @@ static int route_node(router *r, exec_req *x, int *step) {
 static void route_suspect(router *r, exec_req *x) {
     if (!exec_resolve(x)) return;
     r->stale = 1;
-    if (r->snap) topo_doubt(r->t, r->snap->epoch);
+    if (r->snap && !r->no_doubt) topo_doubt(r->t, r->snap->epoch);
 }
 
 /* One attempt's replies, read in turn until the machine says what next. */

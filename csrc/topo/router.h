@@ -42,6 +42,11 @@ typedef struct router {
     int may_resolve;        /* 0 in the watchdog thread */
     int probe;              /* conns read INFO memory at connect */
     int stale;              /* a connection was lost: refresh before routing */
+    int no_doubt;           /* Sentinel: its failures cast no doubt (the wait
+                               connection: its BLPOPs write no lease, and one
+                               that ends at the caller's own deadline is no
+                               sign of a failing master; the doubt would hold
+                               up every client sharing the topology) */
     long spin_us;
     long timeout_ms;        /* per command (the topology's cfg by default) */
     int64_t call_deadline;  /* the next call's own deadline (monotonic us, see

@@ -163,6 +163,17 @@ static void tt_free(topo_thread *th) {
     free(th);
 }
 
+/* A fork child's copy of the parent's thread: that thread may have been
+ * anywhere in its connections at the fork (a hiredis reader's buffer
+ * reallocated, a reader freed and not yet cleared), and it holds no mutex
+ * while it is, so the child's copy of them may be half-changed: freeing it
+ * could free twice. Their sockets were closed by conn_fork.c; the rest is
+ * left as it is, as conn_fork.c leaves a TLS session (once per topology
+ * per child). Only the eventfd is ours to close. */
+static void tt_forget(topo_thread *th) {
+    if (th->wake_fd >= 0) close(th->wake_fd);
+}
+
 /* A new thread for t, or NULL (the topology then learns of a failover only
  * from its connections' errors, and loads maps in the callers' time). */
 static topo_thread *tt_start(topo *t) {
@@ -198,7 +209,7 @@ static topo_thread *tt_start(topo *t) {
 void topo_thread_ensure(topo *t) {
     topo_thread *th = t->thread;
     if (th && th->pid == proc_id()) return;
-    if (th) tt_free(th);   /* a fork child's copy: that thread is not here */
+    if (th) tt_forget(th);   /* a fork child's copy: that thread is not here */
     __atomic_store_n(&t->thread, tt_start(t), __ATOMIC_RELEASE);
 }
 
@@ -225,6 +236,8 @@ void topo_thread_stop(topo *t) {
         tt_stop_flag(th);
         if (write(th->wake_fd, &one, sizeof one) < 0) { /* saturated: woken anyway */ }
         pthread_join(th->thread, NULL);
+        tt_free(th);
+        return;
     }
-    tt_free(th);
+    tt_forget(th);
 }

@@ -88,10 +88,13 @@ function _M.record(client, kind, name, keys, opts, ttl, wait)
   rec.ttl, rec.t_call, rec.deadline = ttl, t_call, t_call + wait
   if wait == 0 then
     rec.mode = "once"
+  elseif opts.fair and kind.signal then
+    -- (fair waits in line whatever notify says: its hand-over is the wakeup)
+    rec.mode = "fair"
   elseif not kind.signal or opts.notify == false then
     rec.mode = "poll"
   else
-    rec.mode = opts.fair and "fair" or "notify"
+    rec.mode = "notify"
   end
   return rec
 end
