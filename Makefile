@@ -73,7 +73,12 @@ TLS        ?= auto
 # specs on a real database (spec/31), `make torture RESOURCE=postgres` and
 # `make demo-postgres`; luarocks: spec/07 and make rock; groff: spec/13's
 # check of the man page.
-BUILD_DEPS  = pkg-config liblua$(LUA_VERSION)-dev libhiredis-dev lua$(LUA_VERSION) $(if $(filter no,$(TLS)),,libssl-dev)
+# The Lua built for, by its pkg-config name: LuaJIT's headers and interpreter
+# for LUA_PC=luajit (OpenResty's branch, as nginx's module uses), Lua 5.1's
+# real package (liblua5.1-dev is only a virtual name dpkg never reports
+# installed), else liblua5.x-dev.
+LUA_PKGS    = $(if $(filter luajit,$(LUA_PC)),libluajit2-5.1-dev luajit2,$(if $(filter 5.1,$(LUA_VERSION)),liblua5.1-0-dev,liblua$(LUA_VERSION)-dev) lua$(LUA_VERSION))
+BUILD_DEPS  = pkg-config $(LUA_PKGS) libhiredis-dev $(if $(filter no,$(TLS)),,libssl-dev)
 LINT_DEPS   = lua$(LUA_VERSION) lua-check
 SPEC_DEPS   = $(BUILD_DEPS) iproute2 util-linux lua-busted lua-system lua-socket openssl
 REDIS_DEPS  = redis-server redis-tools redis-sentinel

@@ -48,8 +48,11 @@ if [ ! -e "$policy" ]; then
     cleanup="$cleanup; $sudo rm -f '$policy'"
 fi
 trap "$cleanup" EXIT
+# A source of the machine's own that fails to update (a mirror refusing one
+# suite, say) must not stop the install: the lists of the others are fresh,
+# and apt-get install says so itself if a package really cannot be had.
 # shellcheck disable=SC2086
-if ! { $sudo apt-get update -qq && $sudo apt-get install -y -qq --no-install-recommends $missing; } >"$log" 2>&1; then
+if ! { $sudo apt-get update -qq || true; $sudo apt-get install -y -qq --no-install-recommends $missing; } >"$log" 2>&1; then
     cat "$log" >&2
     echo "deps.sh: apt-get failed for:$missing" >&2
     exit 1
