@@ -6,6 +6,8 @@ files["test/hosts/"] = { std = "+busted" }
 -- Inside nginx: the cosocket transport (and its hook in redislock.lua) reads ngx.
 files["lua/redislock/cosocket.lua"] = { read_globals = { "ngx" } }
 files["lua/redislock.lua"] = { read_globals = { "ngx" } }
+-- bench/nginx.lua's locations run inside nginx too.
+files["bench/nginx_app.lua"] = { read_globals = { "ngx" } }
 -- The Redis-side scripts: the functions of scripts/lib/ reach them spliced
 -- (tools/gen_scripts.lua), so read here as globals; `make lint` checks the
 -- spliced scripts (build/scripts/) as Redis gets them, too.

@@ -31,7 +31,8 @@
 #                   store is PostgreSQL, docs/fencing-postgres.md's SQL)
 #   make bench      benchmarks against raw hiredis baselines (bench/README.md):
 #                   handoff, cycle, renew, watchdog CPU, callgrind, Redlock
-#                   latency (the watchdog CPU run holds each lock count 30 s;
+#                   latency, a lock per request in nginx under wrk (the
+#                   watchdog CPU run holds each lock count 30 s;
 #                   BENCH_SHORT=1: 6 s)
 #   make bench-plot PNGs of handoff latency and watchdog cost into bench/plots/
 #   make fuzz       libFuzzer on the C core for FUZZ_SECONDS (30)
@@ -341,11 +342,12 @@ torture: test-deps
 # bench/watchdog_cpu.lua lasts BENCH_SECONDS (30; BENCH_SHORT=1: 6).
 BENCH_SECONDS ?= $(if $(BENCH_SHORT),6,30)
 bench: test-deps
-	@tools/deps.sh python3-redis valgrind strace
+	@tools/deps.sh python3-redis valgrind strace wrk $(TESTJIT_DEPS)
 	@[ -d bench/peers/node_modules ] || ! command -v npm >/dev/null || \
 	 (cd bench/peers && npm ci --no-audit --no-fund --silent) || \
 	 echo "bench: npm ci failed in bench/peers; node-redlock will be skipped" >&2
 	@$(MAKE) --no-print-directory all
+	@$(call locked,luajit) $(MAKE) --no-print-directory build/luajit/redislock/core.so
 	@echo "== bench/handoff.lua: handoff under contention"
 	@$(LUA) bench/handoff.lua
 	@echo; echo "== bench/cycle.lua: one uncontended cycle, timed"
@@ -358,6 +360,8 @@ bench: test-deps
 	@$(LUA) bench/callgrind.lua
 	@echo; echo "== bench/redlock.lua: acquire+release over 1, 3 and 5 masters"
 	@$(LUA) bench/redlock.lua
+	@echo; echo "== bench/nginx.lua: a lock per request in nginx, cosocket transport against lua-resty-redis by hand"
+	@$(LUA) bench/nginx.lua
 
 # The plots bench/README.md links, from the data files `make bench` leaves
 # in bench/out/ (each benchmark that is missing its data runs first).
