@@ -88,8 +88,30 @@ function M.wait_replicas_synced(master, replicas, timeout_s)
   end, timeout_s or 10, 0.02)
 end
 
+-- The nodes of the group by their role now (a failover swaps them): the one
+-- master and the others, or nil while there is not exactly one master.
+local function roles(nodes)
+  local master, others = nil, {}
+  for _, n in ipairs(nodes) do
+    if M.info(n, "replication").role == "master" then
+      if master then return nil end
+      master = n
+    else
+      others[#others + 1] = n
+    end
+  end
+  return master, others
+end
+
+--- Wait until every node replicates, in sync, from the group's one master,
+-- whichever node that is now (a spec's failover may have swapped them).
 function Replicated:wait_sync(timeout_s)
-  return M.wait_replicas_synced(self.master, self.replicas, timeout_s)
+  local nodes = { self.master }
+  for _, r in ipairs(self.replicas) do nodes[#nodes + 1] = r end
+  return helpers.wait_until(function()
+    local master, others = roles(nodes)
+    return master ~= nil and M.wait_replicas_synced(master, others, 0)
+  end, timeout_s or 10, 0.05)
 end
 
 --- Stop the replicas, their link proxies and the master. Idempotent.
