@@ -74,7 +74,7 @@ describe("redislock.core", function()
     assert.has_error(function() core.number_arg("x") end)
   end)
 
-  it("offers the recovery rules the router and the watchdog follow (csrc/recovery.c)", function()
+  it("offers, to the specs' build, the recovery rules every request follows (csrc/exec/recovery.c)", function()
     local function todo_of(t)
       local words = {}
       for k, v in pairs(t) do

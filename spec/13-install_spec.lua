@@ -81,13 +81,13 @@ describe("make install", function()
     -- the core installed has no test hook (they are the specs' build's:
     -- Makefile TESTING_SRCS); the checkout's own has them
     local probe = [[local c = require "redislock.core"
-      print(c.testing, c._test_next_id, c.hist_bucket, c.recorder ~= nil)]]
+      print(c.testing, c._test_next_id, c.hist_bucket, c.recovery, c.recorder ~= nil)]]
     out, code = helpers.sh("cd / && env -i PATH=/usr/bin:/bin LUA_CPATH=" .. quote(prefix .. "/lib/lua/5.4/?.so") ..
       " lua5.4 -e " .. quote(probe) .. " 2>&1")
     assert.equal(0, code, out)
-    assert.equal("nil\tnil\tnil\ttrue\n", out)
+    assert.equal("nil\tnil\tnil\tnil\ttrue\n", out)
     out = helpers.sh("LUA_CPATH='./?.so' lua5.4 -e " .. quote(probe) .. " 2>&1")
-    assert.matches("^true\tfunction: [^\t]+\tfunction: [^\t]+\ttrue\n$", out)
+    assert.matches("^true\tfunction: [^\t]+\tfunction: [^\t]+\tfunction: [^\t]+\ttrue\n$", out)
     -- the man page, where man looks for it beside PREFIX/bin
     local man = prefix .. "/share/man/man1/redislock.1"
     assert.equal(helpers.read_file("docs/redislock.1"), helpers.read_file(man))

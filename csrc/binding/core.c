@@ -112,6 +112,7 @@ static int global_crc16(lua_State *L) {
     return 1;
 }
 
+#ifdef REDISLOCK_TESTING
 /* core.recovery(mode, err) -> class, todo [, target]
  * core.recovery_failure(mode, kind, sent) -> class, todo
  * core.recovery_pause(waits) -> seconds
@@ -119,8 +120,9 @@ static int global_crc16(lua_State *L) {
  * sends it, after the '-') or a connection failed (kind: "refused",
  * "timeout" or "reset"; sent: the request had gone out), in mode
  * ("single", "sentinel", "cluster" or "redlock"): recovery.h's rules, the
- * ones the router and the watchdog follow, for transports that talk to
- * Redis themselves (cosocket.lua). class: "moved", "ask", ... or "none";
+ * ones every request follows (exec.h), for spec/01-core_spec.lua to read the table
+ * through. A test hook: every transport is driven by exec.h's machine, so
+ * nothing of redislock's own asks these. class: "moved", "ask", ... or "none";
  * todo: a table with true at each of retry, resolve, drop, asking, pause
  * and eval that applies (recovery.h says what each asks for); target:
  * "host:port" of a MOVED or an ASK. recovery_pause: the pause before the
@@ -175,7 +177,6 @@ static int global_recovery_pause(lua_State *L) {
     return 1;
 }
 
-#ifdef REDISLOCK_TESTING
 /* core._test_next_id(n): the next lock id drawn is n (a test hook: specs
  * reach ids near 2^53, where a double stops telling neighbours apart, at
  * once instead of after billions of locks). */
@@ -245,9 +246,6 @@ static const luaL_Reg core_functions[] = {
     {"sleep", global_sleep},
     {"slot", global_slot},
     {"crc16", global_crc16},
-    {"recovery", global_recovery},
-    {"recovery_failure", global_recovery_failure},
-    {"recovery_pause", global_recovery_pause},
     {"recorder", hist_global_recorder},
     {"hostport", global_hostport},
     {"valid_host", global_valid_host},
@@ -255,6 +253,9 @@ static const luaL_Reg core_functions[] = {
     /* the test hooks: only in the specs' build (Makefile TESTING_SRCS) */
     {"hist_bucket", hist_global_bucket},
     {"_test_next_id", global_test_next_id},
+    {"recovery", global_recovery},
+    {"recovery_failure", global_recovery_failure},
+    {"recovery_pause", global_recovery_pause},
 #endif
     {NULL, NULL}
 };

@@ -3,11 +3,11 @@
  * failed: the one set of rules for every path that talks to Redis. No Lua
  * here.
  *
- * The Lua side's router (router.c, route_wait.c), the watchdog
- * (wd_sched.c), the Redlock fan-out (fanout.c) and, through
- * redislock.core (core.recovery, core.recovery_failure), the nginx
- * transport (cosocket.lua) all ask this file, so a rule is changed here or
- * nowhere. Each asks with what it saw (an error reply, or a connection
+ * exec.c's request machine asks this file, and every request is run by
+ * that machine (the Lua side's router and waits, the watchdog's links, the
+ * Redlock fan-out, the nginx transport); route_wait.c asks it only what a
+ * refusal means for the waiter's connection. A rule is changed here or
+ * nowhere. It asks with what it saw (an error reply, or a connection
  * failure and whether the request had been sent) and the topology's mode;
  * the answer is the class (what happened) and what to do about it (bits).
  *

@@ -23,8 +23,8 @@
 --       a slot moves, LOADING) is waited out until t at most, and then is
 --       that call's answer (even after one try, when t is over already);
 --       each request still gets the whole timeout for its reply. What a
---       refusal asks for is the C core's rule (csrc/exec/recovery.h,
---       core.recovery), in every transport
+--       refusal asks for is the C core's rule (csrc/exec/recovery.h), in
+--       every transport
 --   ch:replicas(n, timeout)            -> acks | nil, err, kind
 --       WAIT n on the connection of the last script (its write)
 --   ch:wait_next(n, timeout), ch:waited() -> acks | nil, err, kind
