@@ -118,11 +118,14 @@ static int64_t wd_earliest_end(const wd *w) {
 
 /* A redirect or a refused master asked for it: the topology is looked up
  * again. Sentinel and Cluster: by the topology's own thread, while the
- * renewals go on (we are woken when it publishes). Otherwise (no such
- * thread could start; a single node or Redlock's masters, which need no
- * network), here, without the mutex, by the earliest of the connect
- * timeout and the first lease end, so that a slow node never delays a
- * loss report past it. */
+ * renewals go on (we are woken when it publishes). Where that thread could
+ * not start, not here: this one thread renews every client's locks and
+ * reads their answers, so a lookup of one client's (sentinels or nodes
+ * that hang) must never hold it, whatever its deadline (another client's
+ * answer may come any moment; left unread, its lease runs out). Then the
+ * Lua side's next request looks the topology up, and meanwhile renewals
+ * that fail report their loss before the lease ends. A single node or
+ * Redlock's masters need no network: here, without the mutex. */
 static void wd_refresh(wd *w, int64_t now) {
     uint64_t seen = w->snap ? w->snap->epoch : 0;
     int64_t end = wd_earliest_end(w), until = now + (w->cfg.connect_timeout_ms > 0 ? w->cfg.connect_timeout_ms : 2000);
@@ -130,13 +133,17 @@ static void wd_refresh(wd *w, int64_t now) {
     const char *kind;
     if (end < until) until = end;
     w->want_refresh = 0;
-    if (w->t->mode == TOPO_SENTINEL && topo_following(w->t)) {
+    if (w->t->mode == TOPO_SENTINEL) {
         /* the topology's thread asks the sentinels; we are woken when it
          * knows (never blocked here meanwhile: renewals go on) */
-        topo_doubt(w->t, seen);
+        topo_follow(w->t);   /* (it may start now) */
+        if (topo_following(w->t)) topo_doubt(w->t, seen);
         return;
     }
-    if (topo_load_async(w->t)) return;   /* Cluster: the same, for the map */
+    if (w->t->mode == TOPO_CLUSTER) {
+        topo_load_async(w->t);   /* the same, for the map */
+        return;
+    }
     if (until <= now) return;
     pthread_mutex_unlock(&w->mu);
     topo_refresh(w->t, seen, 0, until * 1000, err, sizeof err, &kind);
