@@ -1,4 +1,4 @@
--- hol_holder.lua: two clients of one process, for spec 90. B (one node, a
+-- hol_holder.lua: two clients of one process, for spec/50-renewal_thread_spec.lua. B (one node, a
 -- short ttl) holds a lock; A (Sentinel, its follower thread unable to start:
 -- the spec gives this process room for one more thread only) holds another.
 -- Prints "ready", then watches B's lock for `secs` seconds and says when it

@@ -1,5 +1,7 @@
--- Review of the one renewal thread per process (e32ac50): cross-client
--- isolation, close/GC racing the thread, fork.
+-- One renewal thread per process, for every client's watchdog: a hung
+-- server or a topology lookup of one client never delays another's
+-- renewals; clients closed and collected while it renews; a fork child's
+-- own thread.
 local helpers = require "spec.helpers"
 local redislock = require "redislock"
 local core = require "redislock.core"
@@ -128,7 +130,10 @@ describe("one renewal thread", function()
     local p = helpers.spawn("ulimit -s 3000000; ulimit -v 4500000; exec "
       .. helpers.lua_cmd("spec/support/hol_holder.lua", table.concat(seeds, ","), fx.srv.url, 6))
     assert(helpers.wait_until(function() return p:stdout():find("ready") end, 10, 0.02), p:stdout() .. p:stderr())
-    print("\n# " .. p:stdout():match("threads[^\n]*"))
+    -- the case itself: the renewal thread runs, the follower could not start
+    local threads = p:stdout():match("threads[^\n]*")
+    print("\n# " .. threads)
+    assert.equal("threads wd=1 topo=0", threads)
     -- A's master goes away with its sentinels hung: A's next renewal cannot
     -- connect, and its topology is looked up again (against the hung sentinels)
     for _, s in ipairs(sen.list) do helpers.kill(s.pid, "STOP") end
