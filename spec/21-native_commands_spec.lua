@@ -110,11 +110,15 @@ describe("native compare commands", function()
     local renewed = c:stats().renewals - renewals
     assert.is_true(renewed >= 2, "renewals " .. renewed)
     -- 5 extends + the renewals + 2 releases, all EVALSHA; no SET at all
-    -- (extend is GET + PEXPIRE), and none of the native commands
+    -- (extend is GET + PEXPIRE), and none of the native commands. (stats
+    -- count a renewal when it is sent, on the watchdog's own connection:
+    -- the last one may reach Redis after the release and `after`, or find
+    -- the key gone; one lock has one renewal in flight at most.)
     local evalsha = calls(after, "evalsha") - calls(before, "evalsha")
-    assert.is_true(evalsha >= 5 + renewed + 2, "evalsha " .. evalsha)
+    assert.is_true(evalsha >= 5 + renewed - 1 + 2, "evalsha " .. evalsha .. ", renewals " .. renewed)
     assert.equal(calls(before, "set"), calls(after, "set"))
-    assert.is_true(calls(after, "pexpire") - calls(before, "pexpire") >= 5 + renewed)
+    local pexpire = calls(after, "pexpire") - calls(before, "pexpire")
+    assert.is_true(pexpire >= 5 + renewed - 1, "pexpire " .. pexpire .. ", renewals " .. renewed)
     for _, cmd in ipairs({ "delifeq", "delex", "cad", "cas" }) do assert.is_nil(after[cmd]) end
     c:close()
   end)

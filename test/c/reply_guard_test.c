@@ -295,8 +295,11 @@ static void test_valid_streams(void) {
         for (i = 0; i < REPLIES && len < (size_t)REPLIES * 8192; i++) len += random_reply(stream + len, 0);
         m = hiredis_all(stream, len, want, REPLIES, &error);
         n = pump(c, peer, stream, len, got, REPLIES, &failed);
-        CHECK(!error && !failed, "round %d: hiredis %d, conn %d (%s)", round, error, failed, c->errstr);
-        CHECK(n == m && m == i, "round %d: %zu replies, hiredis %zu, sent %zu", round, n, m, i);
+        /* the conn fails where hiredis' reader refuses, after the same
+         * replies: hiredis 1.x refuses a status with a lone \r in it ("+a\rb",
+         * within the guard's bounds), 0.14 takes it */
+        CHECK(error == failed, "round %d: hiredis %d, conn %d (%s)", round, error, failed, c->errstr);
+        CHECK(n == m && (error || m == i), "round %d: %zu replies, hiredis %zu, sent %zu", round, n, m, i);
         for (i = 0; i < n && i < m; i++) CHECK(reply_same(got[i], want[i]), "round %d: reply %zu differs", round, i);
         free_all(got, n);
         free_all(want, m);
