@@ -3,6 +3,8 @@
 -- watchdog renews them, and this process measures what that costs.
 --
 -- usage: lua hold_worker.lua MODE URL N TTL PERIODS SERVER_PID [SERVER_URL]
+-- (BENCH_HOLDER=0 in the environment: the locks record no holder label, to
+-- tell what renewing the record costs the server: issue 31 target 2)
 --   MODE     "passes" (bench/renew.lua) or "hold" (bench/watchdog_cpu.lua)
 --   N        locks to hold, named "renew:l1" .. "renew:lN" (keys "{renew:l1}"...)
 --   TTL      their ttl in seconds: the watchdog renews each every TTL/3 s
@@ -79,7 +81,7 @@ end
 local client = assert(redislock.connect { url = url })
 local info_conn = assert(core.connect(url_fields.parse(server_url)))
 local locks = {}
-local opts = { ttl = ttl }
+local opts = { ttl = ttl, holder = os.getenv("BENCH_HOLDER") == "0" and false or nil }
 for i = 1, n do locks[i] = assert(client:acquire("renew:l" .. i, opts)) end
 local acquired_at = core.monotime()
 

@@ -110,7 +110,7 @@ local function summarize_raw(runs)
 end
 
 local function run_watchdog(srv, cpu)
-  local r, err = lib.watchdog_passes(cpu, srv.url, N, TTL, PERIODS, srv.pid)
+  local r, err = lib.watchdog_passes(cpu, srv.url, N, TTL, PERIODS, srv.pid, srv.url)
   if not r then
     failed = true
     return { name = "watchdog", error = err }

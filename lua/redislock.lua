@@ -47,7 +47,10 @@ local argerror, check_type, check_number = checks.argerror, checks.check_type, c
 
 local _M = { _VERSION = "0.2.0", core = core }
 
-local DEFAULT_FENCE_TTL = 7 * 86400   -- seconds
+-- seconds: how far the server's clock may step back, at any time, without
+-- a name's fences going back (lua/redislock/scripts/lib/next_fence.lua,
+-- docs/operations.md)
+local DEFAULT_FENCE_TTL = 60
 
 local CONNECT_OPTIONS = {
   url = true, host = true, port = true, path = true, username = true,
@@ -335,7 +338,7 @@ end
 --- Opens a client with one connection to Redis.
 -- syntax: client, err = redislock.connect{url=, host=, port=, path=, username=,
 --           password=, db=, connect_timeout=2, timeout=2, prefix="",
---           transport="native", strict=false, fence_ttl=604800, on_event=nil,
+--           transport="native", strict=false, fence_ttl=60, on_event=nil,
 --           native_commands=true, tls=nil, sentinel_tls=true,
 --           holder="<hostname>:<pid>"}
 -- tls = {ca=, cert=, key=, server_name=, verify=true}: TLS, as a rediss://

@@ -369,7 +369,7 @@ describe("docs", function()
 
     it("covers the eviction policy, persistence, fence counters and what to monitor", function()
       for _, needle in ipairs({ "maxmemory-policy", "noeviction", "strict = true", "--strict",
-        "client:warnings()", "appendfsync", "restart", "longest ttl", "fence_ttl", "7 days",
+        "client:warnings()", "appendfsync", "restart", "longest ttl", "fence_ttl", "60 s",
         "Acquire failure rate", "Hold time against ttl", "Losses, by reason", "evicted_keys" }) do
         assert.truthy(text:find(needle, 1, true), "nothing on " .. needle)
       end

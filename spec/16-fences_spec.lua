@@ -59,13 +59,82 @@ describe("fences", function()
     local fx = helpers.redis_fixture { raw = true }
     setup(function() srv, admin = fx.srv, fx.raw end)
 
-    it("live fence_ttl after the last grant (7 days by default), refreshed by each grant", function()
+    it("live fence_ttl after the last grant (60 s by default), refreshed by each grant", function()
       local c = assert(redislock.connect { url = srv.url })
       local name = fresh()
       local l = assert(c:acquire(name, { ttl = 5 }))
       local pttl = admin:command("PTTL", "{" .. name .. "}:fence")
-      assert.is_true(pttl > 7 * 86400 * 1000 - 5000 and pttl <= 7 * 86400 * 1000, tostring(pttl))
+      assert.is_true(pttl > 60 * 1000 - 5000 and pttl <= 60 * 1000, tostring(pttl))
       l:release()
+      c:close()
+    end)
+
+    -- issue 31 target 5: what a released name leaves, with the default
+    -- settings (a holder label, fences): its fence counter alone, <= 100
+    -- bytes as MEMORY USAGE counts a key (with its ttl), for fence_ttl.
+    it("a released name leaves its fence counter alone: one key, at most 100 bytes", function()
+      local c = assert(redislock.connect { url = srv.url })
+      for _, name in ipairs({ fresh("order:1234567"), fresh("a") }) do
+        local l = assert(c:acquire(name, { ttl = 10 }))
+        assert.is_truthy(c:inspect(name).holder)   -- (a label was recorded)
+        assert.is_true(l:release())
+        local left = admin:command("KEYS", "{" .. name .. "}*")
+        assert.same({ "{" .. name .. "}:fence" }, left)
+        local bytes = admin:command("MEMORY", "USAGE", left[1], "SAMPLES", "0")
+        assert.is_true(bytes <= 100, left[1] .. ": " .. tostring(bytes) .. " bytes")
+      end
+      -- a reentrant lock, a fair one, a rwlock writer: the same
+      local name = fresh()
+      local r = assert(c:acquire(name, { reentrant = true }))
+      assert.is_true(r:release())
+      local f = assert(c:acquire(name, { fair = true, wait = 1 }))
+      assert.is_true(f:release())
+      assert.same({ "{" .. name .. "}:fence" }, admin:command("KEYS", "{" .. name .. "}*"))
+      local w = assert(c:rwlock(name):write())
+      assert.is_true(w:release())
+      assert.same({}, admin:command("KEYS", "{" .. name .. "}:rw"))
+      assert.same({}, admin:command("KEYS", "{" .. name .. "}:rw:holder"))
+      c:close()
+    end)
+
+    it("a name released and taken again gets a higher fence, the counter there or gone", function()
+      local c = assert(redislock.connect { url = srv.url, fence_ttl = 1 })
+      local name = fresh()
+      local a = assert(c:acquire(name, { ttl = 5 }))
+      assert.is_true(a:release())
+      local b = assert(c:acquire(name, { ttl = 5 }))   -- (the counter still there)
+      assert.is_true(b.fence > a.fence, string.format("%.0f after %.0f", b.fence, a.fence))
+      assert.is_true(b:release())
+      assert(helpers.wait_until(function()
+        return admin:command("EXISTS", "{" .. name .. "}:fence") == 0
+      end, 5, 0.05))
+      local d = assert(c:acquire(name, { ttl = 5 }))   -- (drawn from the clock)
+      assert.is_true(d.fence > b.fence, string.format("%.0f after %.0f", d.fence, b.fence))
+      d:release()
+      c:close()
+    end)
+
+    -- The case the counter is for: the server's clock stepped back (here
+    -- made by a counter ahead of it, as a clock that read later at the last
+    -- grant leaves it). The fence drawn then is ahead of the clock, and its
+    -- counter lives until the clock has passed it by fence_ttl, not
+    -- fence_ttl from now: the name's fences keep growing however far the
+    -- clock went back, while it catches up.
+    it("after a clock step back: the counter lives until the clock passes it by fence_ttl", function()
+      local c = assert(redislock.connect { url = srv.url, fence_ttl = 2 })
+      local name = fresh()
+      local l0 = assert(c:acquire(name, { ttl = 5 }))
+      l0:release()
+      local step = 3600 * 1e6   -- an hour back, in µs
+      admin:command("SET", "{" .. name .. "}:fence", string.format("%.0f", l0.fence + step), "PX", 2000)
+      local l1 = assert(c:acquire(name, { ttl = 5 }))
+      assert.equal(string.format("%.0f", l0.fence + step + 1), string.format("%.0f", l1.fence))
+      assert.is_true(l1:release())
+      local pttl = admin:command("PTTL", "{" .. name .. "}:fence")
+      assert.is_true(pttl > 3600 * 1000 and pttl <= 3600 * 1000 + 2000 + 1000, tostring(pttl))
+      local l2 = assert(c:acquire(name, { ttl = 5 }))
+      assert.is_true(l2.fence > l1.fence, string.format("%.0f after %.0f", l2.fence, l1.fence))
+      l2:release()
       c:close()
     end)
 

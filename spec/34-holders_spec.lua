@@ -71,6 +71,30 @@ describe("holders", function()
     assert.is_nil(free.since)
   end)
 
+  -- issue 31 target 5: the record goes with the lock (no key left behind
+  -- by a release), and lives as long as the lock however long that is.
+  it("the record lives as the lock: renewed by extend and the watchdog, gone at release", function()
+    local name = fresh()
+    local record = "{" .. name .. "}:holder"
+    local l = assert(c:acquire(name, { ttl = 1, watchdog = false }))
+    local pttl = (srv:cli_raw("PTTL", record))
+    assert.is_true(tonumber(pttl) > 0 and tonumber(pttl) <= 1000, pttl)
+    assert.is_true(l:extend(30))
+    assert.is_true(tonumber((srv:cli_raw("PTTL", record))) > 1000)
+    assert.is_true(l:release())
+    assert.equal("0", (srv:cli_raw("EXISTS", record)))
+    -- renewed by the watchdog: still there, the holder still named, after
+    -- the first lease has passed several times over
+    local w = assert(c:acquire(name, { ttl = 0.3 }))
+    local t0 = helpers.monotime()
+    assert(helpers.wait_until(function() return helpers.monotime() - t0 > 1.2 end, 5, 0.05))
+    if w:held() then
+      assert.equal(HOST .. ":" .. core.getpid(), c:inspect(name).holder)
+    end
+    assert.is_true(w:release())
+    assert.equal("0", (srv:cli_raw("EXISTS", record)))
+  end)
+
   it("takes the holder option, the client's own, or none; refuses a bad one", function()
     local name = fresh()
     local l = assert(c:acquire(name, { holder = "nightly-report", ttl = 10 }))

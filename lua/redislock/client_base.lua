@@ -15,6 +15,8 @@ checks.own(debug.getinfo(1, "S").source)
 
 local _M = {}
 
+local KEEP_MS = "604800000"
+
 --- The state of a client over channel `ch` (redislock.channel), as a
 -- table its class then gets as its metatable.
 -- settings: prefix, fence_ttl (seconds), warnings (a list of strings),
@@ -26,6 +28,10 @@ function _M.new(ch, settings)
     _keys_of = keys.cache(settings.prefix),
     -- (a script argument: formatted once)
     _fence_ttl_ms = string.format("%.0f", math.floor(settings.fence_ttl * 1000 + 0.5)),
+    -- how long what outlives its grants lives after the latest one (a
+    -- semaphore's stored limit, the shares' holder hashes): 7 days, as
+    -- fence_ttl's old default (not fence_ttl: that one is a clock margin)
+    _keep_ms = KEEP_MS,
     _warnings = settings.warnings,
     _closed = false,
     _locks = setmetatable({}, { __mode = "v" }), -- watch id -> lock (or group), for on_lost

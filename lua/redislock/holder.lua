@@ -4,8 +4,9 @@
 -- (no extra round trip): what the holder chose to be known by (the
 -- `holder` option; by default "<hostname>:<pid>", `redislock run` adds
 -- its command), and when, on the server's clock. The record names the
--- token it belongs to, and is read only while that token holds the lock,
--- so it needs no renewal and no delete (lua/redislock/scripts/acquire.lua). A label is
+-- token it belongs to, and is read only while that token holds the lock;
+-- it lives as the lock does: renewed by every extend, deleted by the
+-- release (lua/redislock/scripts/lib/record_holder.lua). A label is
 -- plain text the holder chose: bounded here, and escaped wherever it is
 -- shown (redislock.text). It never holds a token: a label that contains
 -- the lock's own token is refused.

@@ -26,7 +26,8 @@ local function build(prefix, name)
   local key = prefix .. "{" .. tag(name) .. "}"
   return {
     lock = key,
-    fence = key .. ":fence",        -- grows with every grant; a ttl of fence_ttl
+    fence = key .. ":fence",        -- grows with every grant; lives until the
+                                    -- server's clock is fence_ttl past it
     waiters = key .. ":waiters",    -- set while someone waits for a release
     signal = key .. ":signal",      -- release leaves a wakeup here (fair
                                     -- waiters: here .. ":" .. their token)
@@ -36,8 +37,8 @@ local function build(prefix, name)
     count = key .. ":count",        -- a reentrant lock's entries (no ttl:
                                     -- deleted with the lock)
     holder = key .. ":holder",      -- "<since us> <token> <label>", written
-                                    -- with every grant (lives fence_ttl; read
-                                    -- only while its token holds the lock)
+                                    -- with every grant; lives as the lock
+                                    -- (renewed by extend, deleted by release)
     waiting = key .. ":waiting",    -- notify waiters: token -> until when it
                                     -- waits (ms), for inspect's count
   }

@@ -171,7 +171,7 @@ function REDLOCK.try(rec, t0)
   local client, key = rec.client, rec.keys.lock
   local ttl, quorum = rec.ttl, client._quorum
   local results = fanout(client._conn, client._masters, client:master_timeout(ttl), quorum, "redlock_acquire",
-    key, key .. ":holder", rec.token, ttl_ms(ttl), rec.label, client._fence_ttl_ms)
+    key, key .. ":holder", rec.token, ttl_ms(ttl), rec.label)
   if tally(results) >= quorum then return engine.grant(rec, nil, t0, ttl) end
   release_all(client, key, rec.token, ttl)
   local busy, holder_ms, hlabel, held = refusals(results)

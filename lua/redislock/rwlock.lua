@@ -53,7 +53,7 @@ function READ.try(rec, t0)
   local ch = client._conn
   ch:deadline(rec.deadline)
   local r, err = ch:script("rw_read", keys.writer, keys.readers, keys.marker, keys.readers_waiting,
-    keys.reader_holders, rec.token, ttl_ms(rec.ttl), block_ms(rec, t0), client._fence_ttl_ms, rec.label)
+    keys.reader_holders, rec.token, ttl_ms(rec.ttl), block_ms(rec, t0), client._keep_ms, rec.label)
   if not r then return nil, err end
   return verdict(rec, r, t0)
 end

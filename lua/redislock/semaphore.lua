@@ -47,7 +47,7 @@ function PERMIT.try(rec, t0)
   local ch = client._conn
   ch:deadline(rec.deadline)
   local r, err = ch:script("sem_acquire", keys.permits, keys.limit, keys.waiting, keys.holders, rec.token,
-    ttl_ms(rec.ttl), shares.block_ms(rec, t0), rec.permits, client._fence_ttl_ms, rec.label)
+    ttl_ms(rec.ttl), shares.block_ms(rec, t0), rec.permits, client._keep_ms, rec.label)
   if not r then return nil, err end
   if r[1] == 1 then rec.in_use = r[2] end
   return shares.verdict(rec, r, t0)
@@ -103,7 +103,7 @@ function _M.new(client, name, permits)
   client:poll()
   local keys = keysmod.semaphore(client._prefix, name)
   local r, err, kind = ch:script("sem_limit", keys.permits, keys.limit, string.format("%d", permits),
-    client._fence_ttl_ms)
+    client._keep_ms)
   if not r then return errors.fail(err, kind) end
   return setmetatable({ name = name, permits = permits, _client = client, _keys = keys }, Semaphore)
 end

@@ -6,7 +6,8 @@
 -- ARGV[1] owner token, ARGV[2] lease in milliseconds,
 -- ARGV[3] "1" when the caller will wait for a release notification, "0"
 --   when it tries once (a refusal then names the holder), "2" when it polls,
--- ARGV[4] fence_ttl: how long (ms) the fence counter outlives its last grant,
+-- ARGV[4] fence_ttl: how long (ms) the fence counter outlives its last fence
+--   on the server's clock (next_fence),
 -- ARGV[5] the holder's label ("" for none)
 -- Returns {1, fence} when granted, {0, pttl} when someone else holds it
 -- (pttl: the holder's remaining lease in ms, so a waiter never sleeps past
@@ -18,7 +19,7 @@ if redis.replicate_commands then redis.replicate_commands() end -- TIME before w
 --@splice holder_of
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local t = redis.call('TIME')
-  record_holder(KEYS[4], t, ARGV[1], ARGV[5], ARGV[4])
+  record_holder(KEYS[4], t, ARGV[1], ARGV[5], ARGV[2])
   if ARGV[3] == '1' then redis.call('ZREM', KEYS[5], ARGV[1]) end
   return {1, next_fence(KEYS[2], t, ARGV[4])}
 end

@@ -52,7 +52,7 @@ if (not head or head == ARGV[1]) and
     redis.call('ZREM', KEYS[4], ARGV[1])
     redis.call('HDEL', KEYS[5], ARGV[1])
   end
-  record_holder(KEYS[8], t, ARGV[1], ARGV[6], ARGV[5])
+  record_holder(KEYS[8], t, ARGV[1], ARGV[6], ARGV[2])
   return {1, next_fence(KEYS[2], t, ARGV[5])}
 end
 if not redis.call('ZSCORE', KEYS[4], ARGV[1]) then

@@ -28,6 +28,7 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
     local n = redis.call('HINCRBY', KEYS[4], 'n', 1)
     if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
       redis.call('PEXPIRE', KEYS[1], ARGV[2])
+      redis.call('PEXPIRE', KEYS[5], ARGV[2])   -- (the record lives as the lock)
     end
     return {1, tonumber(f), n}
   end
@@ -39,7 +40,7 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local f = next_fence(KEYS[2], t, ARGV[4])
   redis.call('DEL', KEYS[4])
   redis.call('HSET', KEYS[4], 'n', 1, 'fence', string.format('%.0f', f))
-  record_holder(KEYS[5], t, ARGV[1], ARGV[5], ARGV[4])
+  record_holder(KEYS[5], t, ARGV[1], ARGV[5], ARGV[2])
   if ARGV[3] == '1' then redis.call('ZREM', KEYS[6], ARGV[1]) end
   return {1, f, 1}
 end

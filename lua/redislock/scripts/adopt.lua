@@ -17,5 +17,6 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 end
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[1] .. ':holder', ARGV[2])   -- (its holder record lives as it does)
 end
 return {1, next_fence(KEYS[2], redis.call('TIME'), ARGV[3])}

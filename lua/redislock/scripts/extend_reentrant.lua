@@ -7,6 +7,7 @@
 -- hold's fence
 -- Returns 1 when renewed, 0 otherwise.
 if redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('HGET', KEYS[2], 'fence') == ARGV[3] then
+  redis.call('PEXPIRE', KEYS[1] .. ':holder', ARGV[2])   -- (the record lives as the lock, extend.lua)
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0

@@ -24,6 +24,7 @@
 -- ARGV[3] is 0, 0 when someone else's.
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1] .. ':holder', ARGV[2])   -- (its holder record, redlock_acquire)
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 if v then return 0 end

@@ -13,6 +13,7 @@
 -- (acquire.lua; a hand-over records the new holder there)
 -- (a fair waiter's own list is KEYS[3] .. ':' .. token: same hash tag)
 -- ARGV[1] owner token, ARGV[2] fence_ttl in ms (for a hand-over's fence)
+-- The holder record goes with the lock (a hand-over writes the new one).
 -- Returns 1 when deleted, 0 when the key is gone or belongs to someone else.
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 --@splice next_fence
@@ -20,7 +21,7 @@ if redis.replicate_commands then redis.replicate_commands() end -- TIME before w
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[8])
 -- Every waiter, fair or not, keeps the waiters flag set while it waits:
 -- one check, and the uncontended release is done.
 local waiting = redis.call('PTTL', KEYS[2])
@@ -40,7 +41,7 @@ if head then
     redis.call('HDEL', KEYS[6], head)
     if deadline and tonumber(deadline) > now and ttl then
       redis.call('SET', KEYS[1], head, 'PX', ttl)
-      record_holder(KEYS[8], t, head, label, ARGV[2])
+      record_holder(KEYS[8], t, head, label, ttl)
       local own = KEYS[3] .. ':' .. head
       redis.call('RPUSH', own, next_fence(KEYS[7], t, ARGV[2]))
       redis.call('PEXPIRE', own, 60000)

@@ -14,7 +14,7 @@ end
 if redis.call('HINCRBY', KEYS[4], 'n', -1) > 0 then
   return 2
 end
-redis.call('DEL', KEYS[1], KEYS[4])
+redis.call('DEL', KEYS[1], KEYS[4], KEYS[1] .. ':holder')   -- (the holder record goes with it)
 local waiting = redis.call('PTTL', KEYS[2])
 if waiting > 0 then
   redis.call('RPUSH', KEYS[3], '1')

@@ -8,7 +8,7 @@
 -- KEYS[1] the set of leases or the key, KEYS[2]/KEYS[3] the first group of
 -- waiters and its signal list, KEYS[4]/KEYS[5] the second group's, KEYS[6]
 -- the members' holders (a member's entry goes with it; a key's holder
--- record is read only while its token holds the key: left alone)
+-- record, KEYS[1] .. ':holder', goes with the key)
 -- ARGV[1] token, ARGV[2] "member" (KEYS[1] is a set) or "key",
 -- ARGV[3]/ARGV[4] how to wake the first/second group: "one", "all",
 -- "if_empty" (one, when no member is left in KEYS[1]), or "none"
@@ -25,7 +25,7 @@ if ARGV[2] == 'member' then
   held = ends > now
 else
   if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1], KEYS[1] .. ':holder')
   held = true
 end
 local function wake(waiters, signal, how)

@@ -23,7 +23,7 @@ if #first == 0 and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
   redis.call('ZREM', KEYS[5], ARGV[1])
   local t = redis.call('TIME')
-  record_holder(KEYS[6], t, ARGV[1], ARGV[6], ARGV[4])
+  record_holder(KEYS[6], t, ARGV[1], ARGV[6], ARGV[2])
   return {1, next_fence(KEYS[4], t, ARGV[4])}
 end
 -- Keep new readers out while we wait. Another waiting writer's marker
