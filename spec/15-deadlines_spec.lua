@@ -99,7 +99,11 @@ describe("deadlines", function()
     -- magnitude can be checked.
     local slack = os.getenv("REDISLOCK_VALGRIND") and 0.25 or 0
     assert.is_true(reported < granted + slack, "reported after another client was granted the name")
-    assert.is_true(reported < 1, string.format("reported %.3f s after the link slowed", reported))
+    -- (the loss is due before the lease ends, < 1 s after t0; this loop
+    -- sees it a round trip of `other` later at most, longer on a loaded
+    -- machine: the order above is what matters, this says it came at the
+    -- lease's end, not at a timeout's)
+    assert.is_true(reported < 1.2, string.format("reported %.3f s after the link slowed", reported))
     assert.is_false(l:held())
     assert.equal("unreachable", reason)
     -- and nothing the holder calls waits for the trickle past its timeout

@@ -415,7 +415,7 @@ int topo_refresh(topo *t, uint64_t seen, int may_resolve, int64_t deadline,
          * newer answer published meanwhile, wins over ours: ask again */
         if (topo_confirmed(t)) return 0;
         if (deadline_passed(deadline)) {
-            snprintf(err, errlen, "master not confirmed: %.80s (a failover is under way?)", t->master);
+            snprintf(err, errlen, "no master confirmed yet (failover in progress: %.80s)", t->master);
             *kind = "timeout";
             return -1;
         }

@@ -150,7 +150,6 @@ static void tt_load_maps(topo_thread *th) {
 
 static void *tt_main(void *arg) {
     topo_thread *th = arg;
-    pthread_setname_np(pthread_self(), "redislock-topo");   /* (for top -H, ps -L) */
     if (th->t->mode == TOPO_SENTINEL) tt_follow_sentinels(th);
     else tt_load_maps(th);
     return NULL;
@@ -203,6 +202,9 @@ static topo_thread *tt_start(topo *t) {
         tt_free(th);
         return NULL;
     }
+    /* named by its creator, so that it has its name once it exists (top
+     * -H, ps -L, /proc/PID/task/TID/comm) */
+    pthread_setname_np(th->thread, "redislock-topo");
     return th;
 }
 

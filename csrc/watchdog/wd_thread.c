@@ -297,7 +297,6 @@ static void *wd_main(void *arg) {
     int nw;
     (void)arg;
     memset(&rd, 0, sizeof rd);
-    pthread_setname_np(pthread_self(), "redislock-wd");   /* (for top -H, ps -L, /proc/PID/task/TID/comm) */
     while ((nw = wd_round_begin(&rd)) >= 0) {
         int64_t next = INT64_MAX;
         int i, n = 1;
@@ -350,6 +349,9 @@ static int wd_runner_start(char *errbuf, size_t errlen) {
         snprintf(errbuf, errlen, "watchdog thread could not start: %s", strerror(rc));
         return -1;
     }
+    /* named by its creator, so that it has its name once it exists (top
+     * -H, ps -L, /proc/PID/task/TID/comm) */
+    pthread_setname_np(R.thread, "redislock-wd");
     R.pid = proc_id();
     return 0;
 }
