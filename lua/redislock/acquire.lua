@@ -16,12 +16,12 @@ local reentrant = require "redislock.reentrant"
 local poll = require("redislock.client_base").poll
 checks.own(debug.getinfo(1, "S").source)
 
-local new_token = core.token
+local new_token, getpid = core.token, core.getpid
 local ttl_ms, ttl_arg = lockmod.ttl_ms, lockmod.ttl_arg
 local settings, LOCK = options.settings, options.LOCK
 local FLAG, grant = engine.FLAG, engine.grant
 local record, run = engine.record, engine.run
-local holder_label = holdermod.label
+local holder_label, default_label = holdermod.label, holdermod.default
 local REENTRANT = reentrant.REENTRANT
 
 local _M = {}
@@ -108,6 +108,8 @@ function MUTEX.try(rec, t0, first)
     r, err = ch:script("acquire", acquire_args(rec, FLAG[mode]))
   end
   if not r then return nil, err end
+  -- (a fresh grant, the hot path: verdict's last line)
+  if r[1] == 1 and not r[3] then return grant(rec, rec.opts.fence ~= false and r[2] or nil, t0, rec.ttl) end
   return verdict(rec, r, t0)
 end
 
@@ -157,7 +159,7 @@ function _M.acquire(client, fname, name, opts)
   poll(client)   -- (raises once the client is closed; not through __index: the hot path)
   -- One token for the whole call: it is also a fair waiter's place in
   -- line. A reentrant lock's is its owner's.
-  local kind, label = MUTEX, opts.holder
+  local kind, label, pid = MUTEX, opts.holder, false
   local token
   if opts.reentrant then
     kind, token = REENTRANT, opts.owner or reentrant.owner(client)
@@ -165,11 +167,22 @@ function _M.acquire(client, fname, name, opts)
   else
     token = new_token() or assert(new_token())   -- (raises with the reason)
     -- What the grant records as its holder (redislock.holder): only a
-    -- label given here can hold the token
-    label = label == nil and holder_label(client, nil) or holder_label(client, label, token, fname)
+    -- label given here can hold the token. The client's own, or the
+    -- default, in line (the hot path): the lock keeps the pid drawn here.
+    if label == nil then
+      label = client._holder
+      if label == nil then
+        pid = getpid()
+        label = default_label(pid)
+      elseif label == false then
+        label = ""
+      end
+    else
+      label = holder_label(client, label, token, fname)
+    end
   end
   local rec = record(client, kind, name, client._keys_of(name), opts, ttl, wait)
-  rec.token, rec.label = token, label
+  rec.token, rec.label, rec.pid = token, label, pid
   return run(rec)
 end
 

@@ -13,6 +13,7 @@
 -- The attempt record (one per call; see record()):
 --   client, kind, name, keys, opts   the call; opts as options.settings gives it
 --   token, label                     the lease's token; the holder the grant records ("": none)
+--   pid                              core.getpid() if the caller drew it (false: the lock draws it)
 --   ttl                              the lease it asks for
 --   mode                             "once" (wait = 0), "poll", "notify" or "fair"
 --   t_call, deadline                 when the call began, and when its wait ends
@@ -85,7 +86,7 @@ function _M.record(client, kind, name, keys, opts, ttl, wait)
   if rec then client._spare_rec = false else rec = {} end
   local t_call = monotime()
   rec.client, rec.kind, rec.name, rec.keys, rec.opts = client, kind, name, keys, opts
-  rec.ttl, rec.t_call, rec.deadline = ttl, t_call, t_call + wait
+  rec.ttl, rec.t_call, rec.deadline, rec.pid = ttl, t_call, t_call + wait, false
   if wait == 0 then
     rec.mode = "once"
   elseif opts.fair and kind.signal then
@@ -97,13 +98,6 @@ function _M.record(client, kind, name, keys, opts, ttl, wait)
     rec.mode = "notify"
   end
   return rec
-end
-
--- The record is back with its client (the caller's options with it no
--- longer).
-local function done(rec)
-  rec.opts = false
-  rec.client._spare_rec = rec
 end
 
 -- Gives back what a grant we cannot keep may hold (not for a kind that
@@ -164,8 +158,8 @@ local function hold(rec, fence, t0, lease)
   end
   -- (where its renewals wait for replicas, at least as many as it asked)
   if opts.replicas and opts.replicas > 1 then w:replicas(opts.replicas) end
-  lock._watch = w
-  client._locks[id] = lock   -- (id: the watch's, as loss reports name it)
+  lock._watch, lock._watch_id = w, id
+  client._locks[id] = lock   -- (id: the watch's, as loss reports name it; its release takes it out)
   return lock
 end
 
@@ -395,7 +389,10 @@ function _M.run(rec)
   end
   if not lock and kind.give_up then kind.give_up(rec, interrupted(err) and "interrupted" or nil) end
   local client, name, t_call = rec.client, rec.name, rec.t_call
-  done(rec)
+  -- the record is back with its client (the caller's options with it no
+  -- longer)
+  rec.opts = false
+  client._spare_rec = rec
   acquire_done(client, name, lock, err, t_call, n)   -- [metrics]
   if lock then return lock end
   return fail(err)

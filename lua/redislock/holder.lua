@@ -31,16 +31,17 @@ function _M.check(fname, v)
   end
 end
 
--- "<hostname>:<pid>", drawn again in a fork child.
+-- "<hostname>:<pid>" for the process `pid` (core.getpid()), drawn again in
+-- a fork child.
 local default, default_pid
-local function default_label()
-  local pid = core.getpid()
+function _M.default(pid)
   if pid ~= default_pid then
     default = (core.hostname() or "?") .. ":" .. string.format("%d", pid)
     default_pid = pid
   end
   return default
 end
+local default_of = _M.default
 
 --- The label a grant records: the option (false: none, ""), the client's
 -- own (connect's `holder`), or "<hostname>:<pid>". Raises when it holds
@@ -49,7 +50,7 @@ function _M.label(client, v, token, fname)
   if v == false then return "" end
   local label = v or client._holder
   if label == false then return "" end
-  label = label or default_label()
+  label = label or default_of(core.getpid())
   if token and label:find(token, 1, true) then
     checks.argerror(fname or "acquire", "holder", "must not contain the lock's token")
   end

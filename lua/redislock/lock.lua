@@ -11,6 +11,7 @@ local setmetatable = setmetatable
 local checks = require "redislock.checks"
 local metrics = require "redislock.metrics"
 local errors = require "redislock.errors"
+local poll = require("redislock.client_base").poll
 checks.own(debug.getinfo(1, "S").source)
 
 local monotime = core.monotime
@@ -104,7 +105,7 @@ function _M.new(rec, fence, expires)
     _keys = rec.keys,
     _expires = expires,       -- monotonic time when our lease surely ends
     _state = "held",          -- "held", "released" or "lost"
-    _pid = getpid(),          -- a forked child must not act on our lock
+    _pid = rec.pid or getpid(), -- a forked child must not act on our lock
     _on_lost = rec.opts.on_lost,
     _kind = kind,
   }, kind.class or Lock)
@@ -229,7 +230,7 @@ end
 -- syntax: ok, err = lock:release()
 function Lock:release()
   local client = self._client
-  client:poll()   -- (raises once the client is closed)
+  poll(client)   -- (raises once the client is closed; every client's poll)
   if self._state == "released" then return nil, "not held", "not held" end
   if self._pid ~= getpid() then return nil, "not held", "not held" end
   -- Unregister first: from here on the watchdog queues nothing for this
@@ -242,7 +243,11 @@ function Lock:release()
   self._watch = nil
   -- A handle of our own alone, unwatched and now used by nothing: the
   -- client's next watch binds it anew (no allocation on the hot path).
-  if watch and not group then client._spare_watch = watch end
+  if watch and not group then
+    client._spare_watch = watch
+    -- (and its loss reports, which its unwatch ended, need it no more)
+    client._locks[self._watch_id] = nil
+  end
   local r, err, kind = self._kind.release(client, self._keys, self.token, self.fence)
   if group then group:leave(self, r) end
   if not r then
@@ -257,7 +262,8 @@ function Lock:release()
     return nil, "not held", "not held"
   end
   self._state = "released"
-  self._expires = math.min(self._expires, monotime())
+  local now = monotime()
+  if now < self._expires then self._expires = now end
   metrics.released(self)   -- [metrics]
   return true
 end

@@ -112,7 +112,15 @@ end
 --- [lock.lua, redlock.lua] lock:release() deleted the key.
 function _M.released(lock)
   local client = lock._client
-  local held = hold_end(client._metrics.rec, lock, true)
+  -- (hold_end(rec, lock, true), in line: the hot path)
+  local rec, held = client._metrics.rec, nil
+  local t0 = lock._granted_at
+  if t0 then
+    lock._granted_at = nil
+    held = rec_hold_end(rec, t0, lock.ttl, true)
+  else
+    rec_add(rec, "releases")
+  end
   if client._on_event then
     events.emit(client, "released", { name = lock.name, held = held, ttl = lock.ttl, fence = lock.fence })
   end
