@@ -317,14 +317,15 @@ valgrind: test-deps
 	@REDISLOCK_VALGRIND=1 JOBS="$(or $(JOBS),1)" LUA="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --child-silent-after-fork=yes \
 	 --suppressions=tools/valgrind.supp $(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh $(SPECS)
 
-# The watchdog thread and the Sentinel follower thread under helgrind: data
-# races and lock-order errors. The 10,000-lock spec (#heavy) is left out: it
-# takes minutes under helgrind.
+# The renewal thread and the topology thread under helgrind: data races and
+# lock-order errors, with one client and with many sharing them (spec 42,
+# 50). The 10,000-lock spec (#heavy) is left out: it takes minutes under
+# helgrind.
 helgrind: test-deps
 	@$(MAKE) --no-print-directory all
 	@REDISLOCK_VALGRIND=1 LUA="valgrind -q --tool=helgrind --error-exitcode=98 --child-silent-after-fork=yes \
 	 --suppressions=tools/helgrind.supp $(LUA)" BUSTED="$(BUSTED)" tools/run_specs.sh --exclude-tags=heavy \
-	 spec/06-watchdog_spec.lua spec/19-sentinel_spec.lua
+	 spec/06-watchdog_spec.lua spec/19-sentinel_spec.lua spec/42-sharing_spec.lua spec/50-renewal_thread_spec.lua
 
 # The Jepsen-style torture run: workers, nemeses, checker, report.
 # A short one is part of `make test` (spec/11-torture_spec.lua).
