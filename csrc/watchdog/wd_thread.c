@@ -404,6 +404,9 @@ void wd_runner_leave(wd *w) {
         R.stopping = 0;
         R.joining = 0;
         R.busy = 0;
+        free(R.ws);   /* (the module may be unloaded next: keep nothing) */
+        R.ws = NULL;
+        R.cap = 0;
         pthread_cond_broadcast(&R.idle);
     } else {
         /* a round may hold w still: it ends at once when woken */
