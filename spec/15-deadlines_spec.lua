@@ -113,9 +113,12 @@ describe("deadlines", function()
     assert.is_nil(ok)
     assert.matches("timed out", err)
     assert.is_true(release_took < 0.7, string.format("release took %.3f s", release_took))
+    -- (close waits for the renewal thread's round, never for the link:
+    -- well under the 0.5 s timeout a wait for the trickle would take)
     t1 = helpers.monotime()
     c:close()
-    assert.is_true(helpers.monotime() - t1 < 0.2)
+    local close_took = helpers.monotime() - t1
+    assert.is_true(close_took < 0.45, string.format("close took %.3f s", close_took))
     got:release()
     other:close()
     proxy:stop()
