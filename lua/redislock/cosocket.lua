@@ -47,7 +47,9 @@ local monotime = core.monotime
 local _M = {}
 
 local FOREVER_MS = 2 ^ 31 - 1       -- timeout = 0: no timeout (about 24 days)
-local POOL_SIZE = 32                -- idle connections kept per worker
+-- idle connections kept per worker and pool: fewer than the requests at
+-- once, and the ones beyond reconnect (lua-resty-redis' README keeps 100)
+local POOL_SIZE = 100
 local POOL_IDLE_MS = 60000
 local READ_CHUNK = 65536
 
