@@ -416,10 +416,21 @@ function _M.with_lock(take, client, name, opts, fn, ...)
     res = { n = select("#", ...) + 1, ok, ... }
   end
   keep(pcall(fn, lock, ...))
+  -- Was the lease ours until fn returned? held() right before the release
+  -- says so conservatively (the watchdog's view, or the lease's end); a
+  -- release that finds another token (or none) says the key went before
+  -- the watchdog saw it. Either way fn ran, at least in part, without the
+  -- lock: its results cannot be answered as a success (redis-py raises
+  -- LockNotOwnedError). A release that fails for another reason (the
+  -- connection) casts no doubt on fn's run: the ttl frees the name.
   -- Protected: if fn closed the client, the release raises, and fn's own
   -- error (or results) must still come back unchanged.
-  pcall(lock.release, lock)
+  local ok, held = pcall(lock.held, lock)
+  local rok, _, rerr = pcall(lock.release, lock)
   if not res[1] then error(res[2], 0) end
+  if (ok and not held) or (rok and rerr == "not held") then
+    return nil, errors.lost_in_fn(lock.name, lock.lost_reason), "not held"
+  end
   return true, (table.unpack or unpack)(res, 2, res.n) -- luacheck: ignore 143
 end
 

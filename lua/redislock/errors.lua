@@ -11,6 +11,8 @@
 -- timed out (...)"), and "timeout" means a wait for the lock ran out. fail()
 -- turns the one into the other, in one place.
 
+local text = require "redislock.text"
+
 local _M = {}
 
 -- The kinds, in the order docs/errors.md explains them (its table; a spec
@@ -87,6 +89,20 @@ _M.TOO_SLOW = "connection too slow: the grant came after its lease ended"
 function _M.waited(err)
   if err == "busy" then return "timeout" end
   return err
+end
+
+--- A lock's name as a message shows it: text chosen by the caller, so
+-- escaped as holder labels are (redislock.text: control bytes, invalid
+-- UTF-8) and bounded (a 1 MB name makes a short message).
+_M.NAME_MAX = 200
+function _M.shown_name(name)
+  return text.shown(name, _M.NAME_MAX)
+end
+
+--- What with_lock answers when the lease of `name` was lost while fn ran
+-- (reason: the lock's lost_reason, docs/errors.md).
+function _M.lost_in_fn(name, reason)
+  return "not held: " .. _M.shown_name(name) .. " was lost while fn ran (" .. tostring(reason or "not held") .. ")"
 end
 
 --- The lock was taken but could not be given a renewal path (why: the
