@@ -338,7 +338,7 @@ end
 -- at `seconds` (a light thread sees to it), not when Redis ends it.
 function Transport:block(key, seconds, exact)
   self:_check()
-  local limit = seconds + (exact and 0.005 or 0.25)
+  local limit = seconds + (exact and 0.002 or 0.25)
   local rq = self._native:request("command", limit, nil, "BLPOP", key, string.format("%.3f", seconds))
   local r, err, kind = self:_run(rq, ms(limit), exact and monotime() + limit or nil)
   if r == nil then return nil, err, kind end

@@ -296,7 +296,7 @@ end
 -- left: the time to the deadline. Returns ran (the next attempt ran behind
 -- the wait: its outcome follows), then lock | nil, err, holder_ms (err
 -- interrupted: the call ends).
-local function between(rec, signal, limit, left, err, holder_ms)
+local function between(rec, signal, limit, left, err, holder_ms, at_lease)
   local mode = rec.mode
   local busy = err == "busy"
   -- holder_ms is the holder's remaining lease: never wait past it. 0: it
@@ -309,7 +309,9 @@ local function between(rec, signal, limit, left, err, holder_ms)
   end
   if mode == "poll" or not busy or limit < 0.001 then return false, nil, pause(rec, limit) or err, holder_ms end
   if mode == "notify" then
-    local woken, _, got, gerr, gms = queued_wait(rec, signal, limit, left)
+    -- (a wait that ends at the lease end is ended by our clock, not Redis':
+    -- so the queued one only where it ends well before)
+    local woken, _, got, gerr, gms = queued_wait(rec, signal, limit, at_lease and limit or left)
     if got ~= nil or gerr ~= nil then
       -- the attempt queued behind the wait ran: its outcome is this round's
       if got or interrupted(gerr) then return true, got, gerr end
@@ -318,7 +320,7 @@ local function between(rec, signal, limit, left, err, holder_ms)
     end
     if woken ~= nil then return false, nil, not woken and pause(rec, limit) or err, holder_ms end
   end
-  local woken, handed, wkind = block(rec, signal, limit, limit >= left)
+  local woken, handed, wkind = block(rec, signal, limit, at_lease or limit >= left)
   if not woken then
     if wkind == "interrupted" then return false, nil, handed end
     return false, nil, pause(rec, limit) or err, holder_ms
@@ -330,6 +332,24 @@ local function between(rec, signal, limit, left, err, holder_ms)
     return false, grant(rec, tonumber(handed), rec.t_try, rec.kind.handed_lease(rec), true)
   end
   return false, nil, err, holder_ms
+end
+
+-- How long the next wait may last (seconds), from now to the deadline
+-- (left), and whether it ends at the lease in the way (holder_ms): a
+-- holder that died, or paused, frees the name only there, and a waiter
+-- must get it then, not when Redis ends its BLPOP (up to a tick of its
+-- clock, 100 ms, late for short waits): such a wait is ended by our
+-- clock (block's exact), at the cost of the wait connection, made again
+-- at the next wait. A release still wakes it at once.
+local function wait_limit(left, holder_ms, heartbeat)
+  local limit, at_lease = left, false
+  if holder_ms and holder_ms > 0 and holder_ms / 1000 < limit then
+    limit, at_lease = holder_ms / 1000, true
+  end
+  if heartbeat and heartbeat < limit then limit, at_lease = heartbeat, false end
+  -- one wait at most an hour: a huge `wait` just loops
+  if limit > 3600 then limit, at_lease = 3600, false end
+  return limit, at_lease
 end
 
 -- Waits for the lease: attempts until taken or the deadline passed.
@@ -353,13 +373,9 @@ local function wait_loop(rec)
     end
     n = n + 1
     rec.tries, rec.t_try = n, t_try
-    local limit = deadline - now
-    if holder_ms and holder_ms > 0 then limit = min(limit, holder_ms / 1000) end
-    if heartbeat then limit = min(limit, heartbeat) end
-    -- one wait at most an hour: a huge `wait` just loops
-    limit = min(limit, 3600)
+    local limit, at_lease = wait_limit(deadline - now, holder_ms, heartbeat)
     local got
-    ran, got, err, holder_ms = between(rec, signal, limit, deadline - now, err, holder_ms)
+    ran, got, err, holder_ms = between(rec, signal, limit, deadline - now, err, holder_ms, at_lease)
     if got or interrupted(err) then
       lock = got
       break
