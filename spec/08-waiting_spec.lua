@@ -148,11 +148,12 @@ describe("waiting", function()
   ]]
 
   -- A wait connection is made by a client's first wait, which is an
-  -- ordinary one: make it with a wait on a lock the client holds itself.
+  -- ordinary one: make it with a wait on a name held by someone else (a
+  -- name the client holds itself is refused at once, spec 45).
   local function warm_up(c)
-    local h = assert(c:acquire("warm-up", { ttl = 5 }))
+    srv:cli_raw("SET", "{warm-up}", "someone", "PX", "5000")
     assert.same({ nil, "timeout", "timeout" }, { c:acquire("warm-up", { ttl = 5, wait = 0.05 }) })
-    assert(h:release())
+    srv:cli_raw("DEL", "{warm-up}")
     assert(helpers.wait_until(function() return not blocked() end, 5))
   end
 

@@ -43,6 +43,9 @@
 --       attempts (seconds), nil for none
 --   keeps                    a grant it cannot keep stays its first holder's
 --       (adopt): nothing is given back
+--   mutex                    its lease is the name's mutex (plain, fair,
+--       reentrant, adopted, Redlock locks): a call of this client for a
+--       name it holds so is refused at once, never waits for itself
 
 local core = require "redislock.core"
 local checks = require "redislock.checks"
@@ -124,7 +127,7 @@ end
 -- asked for a lease that lives as long as it does, and we cannot promise
 -- that. max_hold, which bounds liveness and not safety, counts from when
 -- the grant is seen.
-local function hold(rec, fence, t0, lease)
+local function hold_lock(rec, fence, t0, lease)
   local kind, opts, client = rec.kind, rec.opts, rec.client
   local expires = lease_end(t0, lease)
   local now = monotime()
@@ -167,6 +170,23 @@ local function hold(rec, fence, t0, lease)
   lock._watch = w
   client._locks[id] = lock   -- (id: the watch's, as loss reports name it)
   return lock
+end
+
+-- Remembers a granted lock of a name's mutex in its client (a reentrant
+-- hold: its group, whose holds all count), and the coroutine it was
+-- granted in where other coroutines can run while one waits.
+local function remember(rec, lock)
+  local client = rec.client
+  local entry = lock._group or lock
+  client._mine[rec.name] = entry
+  if client._yields then entry._co = coroutine.running() end
+  return lock
+end
+
+local function hold(rec, fence, t0, lease)
+  local lock, err = hold_lock(rec, fence, t0, lease)
+  if lock and rec.kind.mutex then remember(rec, lock) end
+  return lock, err
 end
 
 --- The one grant path: a lease granted at t0 for `lease` seconds becomes
@@ -334,6 +354,34 @@ local function between(rec, signal, limit, left, err, holder_ms, at_lease)
   return false, nil, err, holder_ms
 end
 
+-- Is `entry` (a lock, or a reentrant group) held now, and by a hold other
+-- than `token`'s (a reentrant owner enters again)?
+local function held_by_other(entry, token)
+  if entry._state then return entry._state == "held" and entry.token ~= token and entry:held() end
+  if entry.n == 0 then return false end
+  for l in pairs(entry._holds) do
+    if l._state == "held" and l:held() then return l.token ~= token end
+  end
+  return false
+end
+
+-- A call refused for a name whose mutex this client holds (and not as
+-- the same reentrant owner) would wait for itself: until `wait` runs out,
+-- or for ever. It ends at once: the "busy" it gets, or nil. Asked only
+-- once Redis refused the first attempt: a hold this client has not yet
+-- seen lost (its key deleted) does not keep it from a free name. Where
+-- waits yield (cosocket: one client serves every request of an nginx
+-- worker), only the coroutine that holds it: another one waits for it as
+-- any rival does.
+local function self_held(rec)
+  local client = rec.client
+  local entry = client._mine[rec.name]
+  if not entry or (client._yields and entry._co ~= coroutine.running()) then return nil end
+  if held_by_other(entry, rec.token) then
+    return "busy: " .. errors.shown_name(rec.name) .. " already held by this client"
+  end
+end
+
 -- How long the next wait may last (seconds), from now to the deadline
 -- (left), and whether it ends at the lease in the way (holder_ms): a
 -- holder that died, or paused, frees the name only there, and a waiter
@@ -366,6 +414,11 @@ local function wait_loop(rec)
     -- (a refusal the wait brought stands for this round's attempt)
     if not ran then lock, err, holder_ms = try(rec, t_try, n == 0) end
     if lock or interrupted(err) then break end
+    if n == 0 and err == "busy" then
+      -- (refused for a hold of this very client: no wait can end that)
+      local mine = self_held(rec)
+      if mine then return nil, mine, 0 end
+    end
     local now = monotime()
     if now >= deadline then
       err = errors.waited(err)
@@ -388,6 +441,7 @@ end
 -- The call
 ---------------------------------------------------------------------------
 
+
 --- Runs the call of `rec` to its end: one attempt (mode "once") or the
 -- wait loop; then what a call that ends without a lock takes back, and
 -- its count (metrics). Protected: a signal's hook (csrc/base/intr.h) may
@@ -401,7 +455,7 @@ function _M.run(rec)
     -- one attempt, no loop (the uncontended path)
     n = 0
     ok, lock, err, _, label, held = pcall(kind.try, rec, rec.t_call, true)
-    if err == "busy" then err = busy_by(label, held) end
+    if err == "busy" then err = self_held(rec) or busy_by(label, held) end
   else
     ok, lock, err, n = pcall(wait_loop, rec)
   end

@@ -157,6 +157,7 @@ end
 local REDLOCK = {
   key = "lock",
   class = RedlockLock,
+  mutex = true,
 }
 _M.REDLOCK = REDLOCK
 
