@@ -144,8 +144,8 @@ local function hold_lock(rec, fence, t0, lease)
     if kind.join then kind.join(rec, lock, expires) end
     if lease < rec.ttl then
       -- handed over with a short lease: bring it to the asked ttl now
-      local ok, err = lock:extend(rec.ttl)
-      if not ok then return nil, err == "not held" and "timeout" or err end
+      local ok, err, ekind = lock:extend(rec.ttl)
+      if not ok then return nil, ekind == "not held" and "timeout" or err end
     end
     return lock
   end
@@ -455,7 +455,7 @@ function _M.run(rec)
     -- one attempt, no loop (the uncontended path)
     n = 0
     ok, lock, err, _, label, held = pcall(kind.try, rec, rec.t_call, true)
-    if err == "busy" then err = self_held(rec) or busy_by(label, held) end
+    if err == "busy" then err = self_held(rec) or busy_by(rec.name, label, held) end
   else
     ok, lock, err, n = pcall(wait_loop, rec)
   end
@@ -468,7 +468,7 @@ function _M.run(rec)
   done(rec)
   acquire_done(client, name, lock, err, t_call, n)   -- [metrics]
   if lock then return lock end
-  return fail(err)
+  return fail(errors.named(err, name, monotime() - t_call))
 end
 
 --- Runs fn(lock, ...) holding a lock taken by take(client, "with_lock",
@@ -496,9 +496,9 @@ function _M.with_lock(take, client, name, opts, fn, ...)
   -- Protected: if fn closed the client, the release raises, and fn's own
   -- error (or results) must still come back unchanged.
   local ok, held = pcall(lock.held, lock)
-  local rok, _, rerr = pcall(lock.release, lock)
+  local rok, _, _, rkind = pcall(lock.release, lock)
   if not res[1] then error(res[2], 0) end
-  if (ok and not held) or (rok and rerr == "not held") then
+  if (ok and not held) or (rok and rkind == "not held") then
     return nil, errors.lost_in_fn(lock.name, lock.lost_reason), "not held"
   end
   return true, (table.unpack or unpack)(res, 2, res.n) -- luacheck: ignore 143

@@ -99,10 +99,37 @@ function _M.shown_name(name)
   return text.shown(name, _M.NAME_MAX)
 end
 
+--- A message of `kind` about the lock `name`: the kind word, then the
+-- name (escaped), then `rest`, if any. Every busy, timeout and not held
+-- message names its lock so (a log line of a service that takes many
+-- names says which).
+-- syntax: err = errors.about(kind, name [, rest])
+function _M.about(kind, name, rest)
+  return kind .. ": " .. _M.shown_name(name) .. (rest and " " .. rest or "")
+end
+
+--- nil, "not held: NAME", "not held": a release or extend of a lock
+-- that is not ours (any more).
+function _M.not_held(name)
+  return nil, _M.about("not held", name), "not held"
+end
+
 --- What with_lock answers when the lease of `name` was lost while fn ran
 -- (reason: the lock's lost_reason, docs/errors.md).
 function _M.lost_in_fn(name, reason)
-  return "not held: " .. _M.shown_name(name) .. " was lost while fn ran (" .. tostring(reason or "not held") .. ")"
+  return _M.about("not held", name, "was lost while fn ran (" .. tostring(reason or "not held") .. ")")
+end
+
+--- The err of a call for `name` that waited `waited` seconds and ended
+-- without a lease, as the caller gets it: a bare kind word (busy,
+-- timeout, not held) names the lock; anything else is left as it is.
+function _M.named(err, name, waited)
+  if err == "timeout" then
+    return _M.about("timeout", name, string.format("not taken within %.3g s", waited))
+  elseif err == "busy" or err == "not held" then
+    return _M.about(err, name)
+  end
+  return err
 end
 
 --- The lock was taken but could not be given a renewal path (why: the

@@ -295,7 +295,7 @@ function RedlockClient:release_token(name, token)
   local had, all, results = release_all(self, self._keys_of(name).lock, token)
   if had > 0 then return true end
   if not all then return errors.fail(first_error(results)) end
-  return nil, "not held", "not held"
+  return errors.not_held(name)
 end
 
 -- (admin's: inspect, then release_token on the token a majority holds)
@@ -308,7 +308,7 @@ function RedlockLock:extend(ttl)
   local client = self._client
   client:_open()
   client:poll()
-  if self._state ~= "held" or self._pid ~= core.getpid() then return nil, "not held", "not held" end
+  if self._state ~= "held" or self._pid ~= core.getpid() then return errors.not_held(self.name) end
   local t0 = monotime()
   local results = fanout(client._conn, client._masters, client:master_timeout(ttl), client._quorum, "extend",
     self._keys.lock, self.token, ttl_ms(ttl))
@@ -323,7 +323,7 @@ function RedlockLock:extend(ttl)
   end
   if answered - yes > #results - client._quorum then
     self:_lose("not held")
-    return nil, "not held", "not held"
+    return errors.not_held(self.name)
   end
   return errors.fail(string.format("quorum: extend reached only %d of %d masters (a majority is %d)", yes,
     #results, client._quorum))
@@ -334,8 +334,8 @@ function RedlockLock:release()
   local client = self._client
   client:_open()
   client:poll()
-  if self._state == "released" then return nil, "not held", "not held" end
-  if self._pid ~= core.getpid() then return nil, "not held", "not held" end
+  if self._state == "released" then return errors.not_held(self.name) end
+  if self._pid ~= core.getpid() then return errors.not_held(self.name) end
   if self._watch then
     self._watch:unwatch()
     self._watch = nil
@@ -350,7 +350,7 @@ function RedlockLock:release()
   self._expires = math.min(self._expires, monotime())
   if had == 0 then
     self.lost_reason = self.lost_reason or "not held"
-    return nil, "not held", "not held"
+    return errors.not_held(self.name)
   end
   metrics.released(self)   -- [metrics]
   return true

@@ -198,7 +198,7 @@ describe("inside nginx (LuaJIT)", function()
       local name = "co-retake"
       local held = assert(me:acquire(name, { ttl = 10 }))
       -- the worker's wait transport is made by a first, plain wait
-      assert.equal("failed timeout", nginx:get("/c/acquire?name=" .. name .. "&ttl=5&wait=0.05"))
+      assert.matches("^failed timeout: co%-retake ", nginx:get("/c/acquire?name=" .. name .. "&ttl=5&wait=0.05"))
       for _ = 1, 4 do
         local waiter = helpers.spawn("exec curl -s " .. helpers.quote(base .. "/c/acquire?name=" .. name ..
           "&ttl=5&wait=5"))
@@ -236,7 +236,7 @@ describe("inside nginx (LuaJIT)", function()
       local url = "unix://:s3cret@" .. other.path .. "?db=2"
       local function esc(x) return (x:gsub("[^%w]", function(ch) return ("%%%02X"):format(ch:byte()) end)) end
       assert(watch:command("SET", "{sock}", "someone"))  -- held in db 2: must be busy
-      assert.equal("failed busy", nginx:get("/c/acquire_url?name=sock&url=" .. esc(url)))
+      assert.equal("failed busy: sock", nginx:get("/c/acquire_url?name=sock&url=" .. esc(url)))
       assert(watch:command("DEL", "{sock}"))
       assert.equal("true", nginx:get("/c/acquire_url?name=sock&url=" .. esc(url)))
       assert.equal("1", watch:command("GET", "{sock}:fence"):sub(1, 1))
