@@ -157,7 +157,8 @@ describe("semaphores", function()
     for _, bad in ipairs { 0, -1, 1.5, "3", 2 ^ 31, 0 / 0 } do
       assert.matches("bad argument 'permits' to 'semaphore'", select(2, pcall(c.semaphore, c, "s", bad)))
     end
-    assert.matches("bad argument 'permits' to 'semaphore'", select(2, pcall(c.semaphore, c, "s")))
+    -- (no permits: the stored limit, none here: spec 47)
+    assert.equal("absent", select(3, c:semaphore(fresh())))
     assert.matches("bad argument 'name' to 'semaphore'", select(2, pcall(c.semaphore, c, "", 1)))
     local sem = assert(c:semaphore(fresh(), 1))
     assert.matches("bad argument 'ttl' to 'acquire'", select(2, pcall(sem.acquire, sem, { ttl = "1" })))

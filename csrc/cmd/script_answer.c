@@ -35,6 +35,7 @@ static const struct {
     {"sem_acquire", "[1i]|[0i]"},
     {"sem_inspect", "[iiai]"},
     {"sem_limit", "[ii]"},
+    {"sem_release", "0|1"},
     {"zset_renew", "0|1"},
 };
 

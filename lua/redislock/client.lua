@@ -79,10 +79,12 @@ function Client:rwlock(name)
 end
 
 --- A counting semaphore of `permits` over `name`; stores the limit (one
--- round trip), which is then in force for every client.
--- syntax: sem, err = client:semaphore(name, permits)
-function Client:semaphore(name, permits)
-  return semaphore.new(self, name, permits)
+-- round trip), which is then in force for every client. if_absent: only
+-- when none is stored (Redisson's trySetPermits). Without permits: the
+-- semaphore with the limit stored (nil, "absent: ...", "absent" if none).
+-- syntax: sem, err, kind = client:semaphore(name, permits?, {if_absent=false})
+function Client:semaphore(name, permits, opts)
+  return semaphore.new(self, name, permits, opts)
 end
 
 --- Writes `value` to the resource only if `fence` is not older than the

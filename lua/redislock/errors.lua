@@ -19,7 +19,7 @@ local _M = {}
 -- checks that both list the same words).
 _M.KINDS = {
   "busy", "timeout", "not held", "connection", "redis", "watchdog", "unsafe", "replicas", "quorum",
-  "stale", "memory", "interrupted",
+  "stale", "memory", "interrupted", "absent",
 }
 
 local IS_KIND = {}

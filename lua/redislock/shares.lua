@@ -46,10 +46,13 @@ end
 -- syntax: lock, err, kind = shares.acquire(owner, fname, opts, kind)
 function _M.acquire(owner, fname, opts, kind)
   local ttl, wait
-  opts, ttl, wait = options.settings(fname, owner.name, opts, options.SHARE)
+  opts, ttl, wait = options.settings(fname, owner.name, opts, kind.options or options.SHARE)
   local client = owner._client
   poll(client)   -- (raises once the client is closed)
   local token = assert(core.token())
+  -- n permits at once: one token for them all, which says how many
+  -- (lua/redislock/scripts/lib/permit_members.lua)
+  if opts.permits and opts.permits > 1 then token = token .. "*" .. string.format("%d", opts.permits) end
   local label = holdermod.label(client, opts.holder, token, fname)
   local rec = engine.record(client, kind, owner.name, owner._keys, opts, ttl, wait)
   rec.token, rec.label = token, label
