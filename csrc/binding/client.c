@@ -120,6 +120,8 @@ const script_def *client_script_args(lua_State *L, int name_idx, const char **ar
     *n = luaval_args(L, name_idx + 1, argv, lens, SCRIPT_MAX_ARGS);
     if (*n < s->nkeys)
         luaL_error(L, "script '%s' takes %d keys, got %d arguments", s->name, s->nkeys, *n);
+    if (s->nkeys < 0 && script_first_key(s, *n, argv, lens) < 0)
+        luaL_error(L, "script '%s' takes its key count first, then as many keys", s->name);
     return s;
 }
 

@@ -12,11 +12,13 @@ static const struct {
     const char *shape;
 } shapes[] = {
     {"acquire", "[1i]|[0i]|[0isi]"},
+    {"acquire_all", "[1a]|[0ii]|[0iisi]"},
     {"acquire_fair", "[1i]|[1ii]|[0i]"},
     {"acquire_reentrant", "[1ii]|[0i]|[0isi]"},
     {"adopt", "[1i]|[0]"},
     {"dequeue", "1"},
     {"extend", "0|1"},
+    {"extend_all", "0|1"},
     {"extend_reentrant", "0|1"},
     {"fenced_get", "[1n]|[0]"},
     {"fenced_set", "i"},

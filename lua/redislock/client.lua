@@ -17,6 +17,7 @@ local rwlock = require "redislock.rwlock"
 local semaphore = require "redislock.semaphore"
 local fencing = require "redislock.fencing"
 local admin = require "redislock.admin"
+local lockset = require "redislock.lockset"
 checks.own(debug.getinfo(1, "S").source)
 
 local take = acquire.acquire
@@ -59,6 +60,15 @@ end
 -- An error raised by fn is raised again after the release.
 function Client:with_lock(name, opts, fn, ...)
   return engine.with_lock(take, self, name, opts, fn, ...)
+end
+
+--- Takes the locks of every name in `names` (a list), or none: one
+-- script, one token and lease, a fence per name (set.fences[name]);
+-- set:held(), set:extend(ttl), set:release() act on all of them.
+-- syntax: set, err, kind = client:acquire_all(names, {ttl=30, wait=0,
+--           watchdog=true, on_lost=fn, max_hold=nil, holder=nil})
+function Client:acquire_all(names, opts)
+  return lockset.acquire_all(self, names, opts)
 end
 
 --- Takes over a lock held with `token` (e.g. REDISLOCK_TOKEN, in the job

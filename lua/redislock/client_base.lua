@@ -19,7 +19,8 @@ local _M = {}
 -- table its class then gets as its metatable.
 -- settings: prefix, fence_ttl (seconds), warnings (a list of strings),
 -- on_event (a function, or nil), holder, yields (the transport's waits
--- yield to other coroutines: cosocket).
+-- yield to other coroutines: cosocket), mode (the topology: nil for one
+-- Redis).
 function _M.new(ch, settings)
   return {
     _conn = ch,
@@ -39,6 +40,7 @@ function _M.new(ch, settings)
     -- granted on a name's mutex (redislock.engine: no waiting for itself)
     _mine = setmetatable({}, { __mode = "v" }),
     _yields = settings.yields or false, -- a wait lets other coroutines of this client run (cosocket)
+    _mode = settings.mode or "single",  -- "single", "sentinel", "cluster" or "redlock"
   }
 end
 

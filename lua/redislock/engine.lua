@@ -46,6 +46,8 @@
 --   mutex                    its lease is the name's mutex (plain, fair,
 --       reentrant, adopted, Redlock locks): a call of this client for a
 --       name it holds so is refused at once, never waits for itself
+--   mine(rec)                optional: that check for a kind of its own
+--       (acquire_all: any of its names): the "busy" to answer, or nil
 
 local core = require "redislock.core"
 local checks = require "redislock.checks"
@@ -175,11 +177,14 @@ end
 -- Remembers a granted lock of a name's mutex in its client (a reentrant
 -- hold: its group, whose holds all count), and the coroutine it was
 -- granted in where other coroutines can run while one waits.
-local function remember(rec, lock)
-  local client = rec.client
-  local entry = lock._group or lock
-  client._mine[rec.name] = entry
+local function remember_as(client, name, entry)
+  client._mine[name] = entry
   if client._yields then entry._co = coroutine.running() end
+end
+_M.remember_as = remember_as
+
+local function remember(rec, lock)
+  remember_as(rec.client, rec.name, lock._group or lock)
   return lock
 end
 
@@ -373,13 +378,20 @@ end
 -- waits yield (cosocket: one client serves every request of an nginx
 -- worker), only the coroutine that holds it: another one waits for it as
 -- any rival does.
-local function self_held(rec)
-  local client = rec.client
-  local entry = client._mine[rec.name]
+local function held_here(client, name, token)
+  local entry = client._mine[name]
   if not entry or (client._yields and entry._co ~= coroutine.running()) then return nil end
-  if held_by_other(entry, rec.token) then
-    return "busy: " .. errors.shown_name(rec.name) .. " already held by this client"
+  if held_by_other(entry, token) then
+    return "busy: " .. errors.shown_name(name) .. " already held by this client"
   end
+end
+_M.held_here = held_here
+
+local function self_held(rec)
+  local kind = rec.kind
+  if kind.mine then return kind.mine(rec) end
+  if not kind.mutex or kind.keeps then return nil end
+  return held_here(rec.client, rec.name, rec.token)
 end
 
 -- How long the next wait may last (seconds), from now to the deadline

@@ -75,6 +75,7 @@ _M.LOCK = set { "ttl", "wait", "watchdog", "on_lost", "notify", "fair", "spin", 
 _M.SHARE = set { "ttl", "wait", "watchdog", "on_lost", "max_hold", "notify", "spin", "holder" }
 _M.PERMIT = set { "ttl", "wait", "watchdog", "on_lost", "max_hold", "notify", "spin", "holder", "permits" }
 _M.ADOPT = set { "ttl", "watchdog", "on_lost", "max_hold" }
+_M.SET = set { "ttl", "wait", "watchdog", "on_lost", "max_hold", "holder" }
 _M.REDLOCK = set { "ttl", "wait", "watchdog", "on_lost", "max_hold", "holder" }
 _M.REDLOCK.reentrant = function(fname, v)
   if v then checks.argerror(fname, "reentrant", "reentrant locks are not offered by a Redlock client") end

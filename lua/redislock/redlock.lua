@@ -227,6 +227,11 @@ end
 RedlockClient.rwlock = single_server("rwlock")
 RedlockClient.semaphore = single_server("semaphore")
 RedlockClient.adopt = single_server("adopt")
+-- (a set per master with a quorum of masters that granted every name:
+-- not written yet; issue 32 point 7)
+RedlockClient.acquire_all = function()
+  checks.raise("acquire_all is not offered by a Redlock client yet (each master would need the whole set)")
+end
 
 --- What each master says about `name`: held when a majority has the same
 -- token. { held =, ttl = (the shortest among those), token =, holder =,
