@@ -148,7 +148,7 @@ end
 function _M.rw_holders(client, name)
   local k = keysmod.rwlock(client._prefix, name)
   local r, err, kind = client:_open():script("rw_inspect", k.writer, k.readers, k.marker, k.writer_holder,
-    k.reader_holders, k.readers_waiting, k.writers_waiting, MAX_SHARES)
+    k.reader_holders, k.readers_waiting, k.writers_waiting, k.writer_grant, k.reader_counts, MAX_SHARES)
   if not r then return errors.fail(err, kind) end
   local rows = shares(r[7], "read")
   if r[1] ~= -2 then

@@ -83,9 +83,12 @@ end
 
 --- A read-write lock over `name` (no round trip: its keys, in one slot,
 -- apart from the mutex of the same name).
--- syntax: rw = client:rwlock(name)
-function Client:rwlock(name)
-  return rwlock.new(self, name)
+-- syntax: rw = client:rwlock(name, {reentrant = false, owner = client.owner})
+-- reentrant: per owner (a token, as acquire's reentrant = true): the
+-- writer writes again (counted) and reads while it writes; a reader never
+-- upgrades.
+function Client:rwlock(name, opts)
+  return rwlock.new(self, name, opts)
 end
 
 --- A counting semaphore of `permits` over `name`; stores the limit (one

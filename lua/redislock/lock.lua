@@ -244,7 +244,8 @@ function Lock:release()
   -- A handle of our own alone, unwatched and now used by nothing: the
   -- client's next watch binds it anew (no allocation on the hot path).
   if watch and not group then client._spare_watch = watch end
-  local r, err, kind = self._kind.release(client, self._keys, self.token, self.fence)
+  -- (_grant: which grant a hold of a reentrant read share belongs to)
+  local r, err, kind = self._kind.release(client, self._keys, self.token, self._grant or self.fence)
   if group then group:leave(self, r) end
   if not r then
     -- Not renewed any more, and we cannot tell whether the delete ran:
