@@ -192,3 +192,53 @@ describe("acquire_all under Cluster", function()
     assert.matches("bad argument 'names' to 'acquire_all' %(under Cluster the names must share a slot", err)
   end)
 end)
+
+describe("acquire_all on Redlock", function()
+  local servers, c, d = {}, nil, nil
+  setup(function()
+    local urls = {}
+    for i = 1, 3 do
+      servers[i] = helpers.start_redis()
+      urls[i] = servers[i].url
+    end
+    c = assert(redislock.connect { redlock = urls })
+    d = assert(redislock.connect { redlock = urls })
+  end)
+  teardown(function()
+    if c then c:close() end
+    if d then d:close() end
+    for _, s in ipairs(servers) do s:stop() end
+  end)
+
+  it("takes every name on a majority of the masters, or none anywhere", function()
+    local set = assert(c:acquire_all({ "rl-a", "rl-b" }, { ttl = 5 }))
+    assert.is_true(set:held())
+    for _, s in ipairs(servers) do
+      assert.equal(set.token, s:cli_raw("GET", "{rl-a}"))
+      assert.equal(set.token, s:cli_raw("GET", "{rl-b}"))
+    end
+    assert.is_nil(set.fences["rl-a"])    -- (no fences across masters)
+    assert.equal("busy", select(3, d:acquire("rl-b")))
+    assert.equal("busy", select(3, d:acquire_all({ "rl-b", "rl-c" })))
+    for _, s in ipairs(servers) do assert.equal("", s:cli_raw("GET", "{rl-c}")) end
+    assert.is_true(set:extend(10))
+    assert.is_true(set:release())
+    for _, s in ipairs(servers) do assert.equal("0", s:cli_raw("EXISTS", "{rl-a}", "{rl-b}")) end
+  end)
+
+  it("counts a master only when it granted the whole set", function()
+    -- one name held on two masters of three by someone else: no majority
+    -- grants the set, and nothing of it is left on the third
+    servers[1]:cli_raw("SET", "{rl-x}", "other", "PX", "5000")
+    servers[2]:cli_raw("SET", "{rl-x}", "other", "PX", "5000")
+    assert.equal("busy", select(3, c:acquire_all({ "rl-w", "rl-x" })))
+    for _, s in ipairs(servers) do assert.equal("0", s:cli_raw("EXISTS", "{rl-w}")) end
+    -- on one master only: a majority grants it, and the watchdog keeps it
+    servers[2]:cli_raw("DEL", "{rl-x}")
+    local set = assert(c:acquire_all({ "rl-w", "rl-x" }, { ttl = 0.5 }))
+    helpers.sleep(1.2)
+    assert.is_true(set:held())
+    assert.is_true(set:release())
+    servers[1]:cli_raw("DEL", "{rl-x}")
+  end)
+end)

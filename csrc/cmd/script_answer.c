@@ -24,6 +24,7 @@ static const struct {
     {"fenced_set", "i"},
     {"inspect", "[ninnnji]"},
     {"redlock_acquire", "[1]|[0i]|[0isi]"},
+    {"redlock_acquire_all", "[1]|[0i]|[0isi]"},
     {"redlock_inspect", "[ninnj]"},
     {"redlock_ping", "1"},
     {"redlock_release", "0|1"},

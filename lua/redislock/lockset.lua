@@ -66,10 +66,13 @@ local unpack = table.unpack or unpack -- luacheck: ignore 143
 --- The kind of a set (redislock.engine): how it is taken, extended,
 -- released and renewed.
 local SET = { class = LockSet }
+_M.SET = SET
 
-function SET.extend(ch, keys, token, ms)
-  return ch:script("extend_all", unpack(extend_args(keys, token, ms)))
+-- (a set's kind extends with the client: 1 | 0 | nil, err, kind)
+function SET.extend_set(client, keys, token, ms)
+  return client._conn:script("extend_all", unpack(extend_args(keys, token, ms)))
 end
+_M.extend_args = extend_args
 
 -- Releases every name still held with the set's token (each wakes its own
 -- waiters): 1 when every one was, 0 when none was, 3 when some were (the
@@ -107,10 +110,11 @@ function SET.mine(rec)
   end
 end
 
--- The fences by name; the names this client now holds (redislock.engine).
+-- The fences by name (none on Redlock); the names this client now holds
+-- (redislock.engine).
 function SET.granted(rec, set)
-  local fences = {}
-  for i, name in ipairs(rec.names) do fences[name] = set.fence[i] end
+  local fences, list = {}, set.fence or {}
+  for i, name in ipairs(rec.names) do fences[name] = list[i] end
   set.names, set.fences, set.fence = rec.names, fences, nil
   for _, name in ipairs(rec.names) do engine.remember_as(rec.client, name, set) end
 end
@@ -183,11 +187,11 @@ function LockSet:extend(ttl)
   if ttl == nil then ttl = self.ttl end
   lockmod.check_ttl("extend", ttl)
   local client = self._client
-  local ch = client:_open()
+  client:_open()
   client:poll()
   if self._state ~= "held" or self._pid ~= getpid() then return errors.not_held(self.name) end
   local t0 = monotime()
-  local r, err, kind = SET.extend(ch, self._keys, self.token, ttl_arg(ttl))
+  local r, err, kind = self._kind.extend_set(client, self._keys, self.token, ttl_arg(ttl))
   if not r then return errors.fail(err, kind) end
   if r ~= 1 then
     self:_lose("not held")
@@ -210,7 +214,7 @@ function LockSet:release()
   if self._state == "released" or self._pid ~= getpid() then return errors.not_held(self.name) end
   for _, w in ipairs(self._watches or {}) do w:unwatch() end
   self._watches = nil
-  local r, err, kind = SET.release(client, self._keys, self.token)
+  local r, err, kind = self._kind.release(client, self._keys, self.token, nil, self.ttl)
   if not r then
     self:_lose("unreachable")
     return errors.fail(err, kind)
@@ -264,12 +268,13 @@ local function check_slot(client, keys, names)
   end
 end
 
---- client:acquire_all(names, opts): a set of locks, every name or none.
--- syntax: set, err, kind = lockset.acquire_all(client, names, opts)
-function _M.acquire_all(client, names, opts)
+--- client:acquire_all(names, opts): a set of locks, every name or none;
+-- kind: the set's kind (SET, or the Redlock client's).
+-- syntax: set, err, kind = lockset.acquire_all(client, names, opts, kind)
+function _M.acquire_all(client, names, opts, kind)
   check_names(names)
   local ttl, wait
-  opts, ttl, wait = options.settings("acquire_all", names[1], opts, options.SET)
+  opts, ttl, wait = options.settings("acquire_all", names[1], opts, kind and kind.options or options.SET)
   poll(client)
   local list, keys = {}, {}
   for i, name in ipairs(names) do
@@ -278,7 +283,7 @@ function _M.acquire_all(client, names, opts)
   end
   check_slot(client, keys, list)
   local token = core.token() or assert(core.token())
-  local rec = engine.record(client, SET, table.concat(list, ", "), keys, opts, ttl, wait)
+  local rec = engine.record(client, kind or SET, table.concat(list, ", "), keys, opts, ttl, wait)
   rec.token = token
   rec.label = holdermod.label(client, opts.holder, token, "acquire_all")
   rec.names = list
