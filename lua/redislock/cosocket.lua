@@ -450,6 +450,14 @@ end
 
 function Transport:closed() return self._closed end
 
+--- Who calls now: the request (or timer) it runs for, as its ngx.ctx
+-- table. One client serves every request of a worker, so a lock this
+-- client holds may be another request's, which a call waits for as for
+-- any rival's; only one the caller's own request took is refused at once
+-- (redislock.engine). Not the coroutine: nginx reuses a finished
+-- request's for the next one.
+function Transport.caller() return ngx.ctx end
+
 function Transport:__tostring()
   return "redislock.client (cosocket, " .. self._where .. (self._closed and ", closed)" or ")")
 end

@@ -175,11 +175,11 @@ local function hold_lock(rec, fence, t0, lease)
 end
 
 -- Remembers a granted lock of a name's mutex in its client (a reentrant
--- hold: its group, whose holds all count), and the coroutine it was
--- granted in where other coroutines can run while one waits.
+-- hold: its group, whose holds all count), and the caller it was granted
+-- to where others can run while one waits (the transport's caller()).
 local function remember_as(client, name, entry)
   client._mine[name] = entry
-  if client._yields then entry._co = coroutine.running() end
+  if client._yields then entry._caller = client._conn:caller() end
 end
 _M.remember_as = remember_as
 
@@ -376,11 +376,11 @@ end
 -- once Redis refused the first attempt: a hold this client has not yet
 -- seen lost (its key deleted) does not keep it from a free name. Where
 -- waits yield (cosocket: one client serves every request of an nginx
--- worker), only the coroutine that holds it: another one waits for it as
--- any rival does.
+-- worker), only the caller that took it (its request: channel caller()):
+-- another one waits for it as any rival does.
 local function held_here(client, name, token)
   local entry = client._mine[name]
-  if not entry or (client._yields and entry._co ~= coroutine.running()) then return nil end
+  if not entry or (client._yields and entry._caller ~= client._conn:caller()) then return nil end
   if held_by_other(entry, token) then
     return "busy: " .. errors.shown_name(name) .. " already held by this client"
   end

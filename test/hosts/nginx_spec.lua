@@ -86,6 +86,19 @@ local function http_lines(port, redis_url, redis_port)
         ngx.say(tostring(l:release()))
       }
     }
+    # one request taking the same name twice (issue 32 point 3)
+    location /c/twice {
+      content_by_lua_block {
+        CCLIENT = CCLIENT or assert(redislock.connect { url = URL, transport = "cosocket" })
+        local name = ngx.var.arg_name
+        local first = assert(CCLIENT:acquire(name, { ttl = 5 }))
+        local t0 = ngx.now()
+        local again, err = CCLIENT:acquire(name, { wait = 2 })
+        ngx.update_time()
+        first:release()
+        ngx.say(tostring(again), " ", err, " ", string.format("%%.1f", ngx.now() - t0))
+      }
+    }
     location /c/fenced_set {
       content_by_lua_block {
         local a = ngx.req.get_uri_args()
@@ -191,6 +204,22 @@ describe("inside nginx (LuaJIT)", function()
           me:close()
         end)
     end
+
+    it("one client, shared by the worker's requests: a request waits for another's lock, "
+      .. "and one that takes its own again is refused at once", function()
+      assert.equal("nil busy: twice already held by this client 0.0", nginx:get("/c/twice?name=twice"))
+      -- a lock taken in one request, kept past it, is another request's
+      -- to wait for, as any rival's
+      assert.matches("^fence", nginx:get("/c/acquire?name=across&ttl=5"))
+      local waiter = helpers.spawn("exec curl -s " .. helpers.quote(base .. "/c/acquire?name=across&ttl=5&wait=5"))
+      assert(helpers.wait_until(function()
+        return admin:command("CLIENT", "LIST"):find(" flags=b ", 1, true)
+      end, 5, 0.005), "the second request never waited: " .. waiter:stdout())
+      assert.equal("true", nginx:get("/release?name=across"))
+      assert.equal(0, waiter:wait(10))
+      assert.matches("^fence %d+", waiter:stdout())
+      assert.equal("true", nginx:get("/release?name=across"))
+    end)
 
     it("a woken waiter's attempt rides with its BLPOP: the releaser's retake at once is refused", function()
       local redislock = require "redislock"
