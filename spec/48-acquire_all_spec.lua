@@ -63,9 +63,14 @@ describe("acquire_all", function()
   it("is one lease: the watchdog keeps every name, extend and loss cover all", function()
     local a, b = fresh(), fresh()
     local lost
+    local watched = c:stats().watched
     local set = assert(c:acquire_all({ a, b }, { ttl = 0.3, on_lost = function(_, why) lost = why end }))
+    -- one registration for the set, renewed by one script for every name
+    assert.equal(watched + 1, c:stats().watched)
+    raw:command("CONFIG", "RESETSTAT")
     helpers.sleep(1)                        -- three ttls: only renewals keep them
     assert.is_true(set:held())
+    assert.matches("cmdstat_evalsha:calls=", raw:command("INFO", "commandstats"))
     assert.equal(1, raw:command("EXISTS", key(a)))
     assert.equal(1, raw:command("EXISTS", key(b)))
     assert.is_true(set:extend(10))
@@ -184,7 +189,8 @@ describe("acquire_all under Cluster", function()
       if #names == 2 then break end
     end
     assert.equal(2, #names)
-    local set = assert(c:acquire_all(names, { ttl = 5 }))
+    local set = assert(c:acquire_all(names, { ttl = 0.5 }))
+    helpers.sleep(1.2)                      -- renewed on the node of their slot
     assert.is_true(set:held())
     assert.is_true(set:release())
     local ok, err = pcall(c.acquire_all, c, { "acct:1", "acct:2" })

@@ -8,10 +8,12 @@
 -- plain acquire of one of them is kept out as by any holder, and a set is
 -- kept out by any plain holder of one of its names. Under Cluster the
 -- names must share a slot (one script runs on one node): an argument
--- error otherwise. The watchdog renews each name's key (one registration
--- per name, the same lease end): the set is held while every one is, and
--- lost as soon as one is. A waiter polls (backoff, never past the lease in
--- its way): a release of one name is no wakeup for a set.
+-- error otherwise. The watchdog renews the set as one registration, every
+-- key in one script (extend_all.lua, all or none); on Redlock each name's
+-- key on a registration of its own (the same lease end): the set is held
+-- while every one is, and lost as soon as one is. A waiter polls
+-- (backoff, never past the lease in its way): a release of one name is no
+-- wakeup for a set.
 
 local core = require "redislock.core"
 local checks = require "redislock.checks"
@@ -119,9 +121,30 @@ function SET.granted(rec, set)
   for _, name in ipairs(rec.names) do engine.remember_as(rec.client, name, set) end
 end
 
--- One watchdog registration per name, all with the set's lease; any that
--- cannot be made takes back those made before it.
+-- One watchdog registration for the whole set: its keys renewed together
+-- by one script (extend_all.lua), all or none, so that the set is one
+-- lease. (A set of one name: its key, as a lock's.)
 function SET.join(rec, set, expires, hold_until)
+  if rec.opts.watchdog == false then return set end
+  local client, keys = rec.client, rec.keys
+  local w, id
+  if #keys == 1 then
+    w, id = client._conn:watch(keys[1].lock, rec.token, rec.ttl, expires, hold_until, "extend")
+  else
+    local list = {}
+    for i, k in ipairs(keys) do list[i] = k.lock end
+    w, id = client._conn:watch(list, rec.token, rec.ttl, expires, hold_until, "extend_all")
+  end
+  if not w then return nil, id end
+  client._locks[id] = set
+  set._watches = { w }
+  return set
+end
+
+-- One registration per name, all with the set's lease (Redlock: each
+-- name's renewal is a fan-out of its own); any that cannot be made takes
+-- back those made before it.
+function SET.join_each(rec, set, expires, hold_until)
   if rec.opts.watchdog == false then return set end
   local client = rec.client
   local watches = {}

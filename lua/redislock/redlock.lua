@@ -238,7 +238,7 @@ local RSET = {
   class = lockset.LockSet,
   options = options.SET,
   granted = lockset.SET.granted,
-  join = lockset.SET.join,
+  join = lockset.SET.join_each,
   mine = lockset.SET.mine,
 }
 _M.RSET = RSET
