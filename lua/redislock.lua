@@ -378,7 +378,8 @@ function _M.connect(opts)
 
   checks.check_callable("connect", "on_event", opts.on_event, true)
   require("redislock.holder").check("connect", opts.holder)
-  local settings = { prefix = prefix, fence_ttl = fence_ttl, on_event = opts.on_event, holder = opts.holder }
+  local settings = { prefix = prefix, fence_ttl = fence_ttl, on_event = opts.on_event, holder = opts.holder,
+    yields = opts.transport == "cosocket", mode = cfg.mode }
   if opts.redlock ~= nil then
     return redlock_connect(opts, settings, cfg)
   end

@@ -158,7 +158,8 @@ describe("redislock.core", function()
       assert.equal((spliced(name)), s.source)
       assert.is_nil(s.source:find("\n%-%-@splice"), name)
       -- each shared rule a script calls is defined in it, once
-      for _, fn in ipairs { "next_fence", "record_holder", "holder_of", "shares_of" } do
+      for _, fn in ipairs { "next_fence", "record_holder", "holder_of", "shares_of", "permit_members",
+        "wake_waiters" } do
         local _, defs = s.source:gsub("\nlocal function " .. fn .. "%(", "")
         local _, calls = s.source:gsub("[^%w_]" .. fn .. "%(", "")
         if calls > defs then
@@ -170,9 +171,14 @@ describe("redislock.core", function()
       assert.equal(40, #s.sha)
     end
     -- the fence rule of every script that grants, the holder record of
-    -- every one that names a holder, the shares of both shared locks
-    assert.same({ next_fence = 6, record_holder = 6, holder_of = 5, shares_of = 2 }, uses)
+    -- every one that names a holder,
+    -- the shares of both shared locks; a semaphore's permits of n, and its
+    -- wakeups
+    assert.same({ next_fence = 8, record_holder = 9, holder_of = 7, shares_of = 2, permit_members = 3,
+      wake_waiters = 4 }, uses)
     assert.equal(5, core.scripts.acquire.keys)
+    -- (as many as the call gives: its first argument says how many)
+    assert.equal(-1, core.scripts.acquire_all.keys)
     assert.equal(8, core.scripts.release.keys)
     assert.equal(1, core.scripts.extend.keys)
   end)

@@ -86,7 +86,7 @@ describe("consistency", function()
     local name = fresh()
     local l = assert(c:acquire(name, { ttl = 5, watchdog = false }))
     assert(srv:cli_raw("DEL", "{" .. name .. "}"))
-    assert.same({ nil, "not held", "not held" }, { l:release() })
+    assert.same({ nil, "not held: " .. name, "not held" }, { l:release() })
     assert.equal("not held", l.lost_reason)
   end)
 

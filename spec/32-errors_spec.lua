@@ -66,19 +66,21 @@ describe("one way to fail", function()
   end)
 
   describe("on one Redis", function()
-    local srv, c, fresh
-    local fx = helpers.redis_fixture { clients = 1 }
+    local srv, c, rival, fresh
+    local fx = helpers.redis_fixture { clients = 2 }
     setup(function()
-      srv, c = fx.srv, fx.clients[1]
+      srv, c, rival = fx.srv, fx.clients[1], fx.clients[2]
       fresh = helpers.names("err")
     end)
 
     it("busy, timeout, not held, stale", function()
       local name = fresh()
       local held = assert(c:acquire(name, { ttl = 5 }))
-      failed_with("busy", c:acquire(name))
-      failed_with("timeout", c:acquire(name, { wait = 0.2 }))
-      failed_with("busy", c:with_lock(name, nil, function() end))
+      failed_with("busy", rival:acquire(name))
+      failed_with("timeout", rival:acquire(name, { wait = 0.2 }))
+      failed_with("busy", rival:with_lock(name, nil, function() end))
+      -- this client's own name: busy at once, whatever the wait
+      failed_with("busy", c:acquire(name, { wait = 0.2 }))
       failed_with("not held", c:release_token(name, string.rep("0", 32)))
       failed_with("not held", c:break_lock(fresh()))
       assert.is_true(held:release())

@@ -86,11 +86,17 @@ for i = 2, #arg do
   for n in source:gmatch("KEYS%[(%d+)%]") do
     nkeys = math.max(nkeys, tonumber(n))
   end
+  -- A script that takes as many keys as its call gives (acquire_all: a
+  -- few per name) says so on a line "--@keys variadic": -1, and its call
+  -- gives the count as its first argument (script.h)
+  if source:find("\n%-%-@keys variadic\n") or source:find("^%-%-@keys variadic\n") then nkeys = -1 end
   local sha = sha1_of(spliced)
   -- "EVALSHA <sha> <nkeys>" as the first three bulk strings of a request,
-  -- written once here instead of at every call
+  -- written once here instead of at every call ("EVALSHA <sha>", the count
+  -- being the call's first argument, for a variadic one)
   local nk = tostring(nkeys)
-  local evalsha = "$7\r\nEVALSHA\r\n$40\r\n" .. sha .. "\r\n$" .. #nk .. "\r\n" .. nk .. "\r\n"
+  local evalsha = "$7\r\nEVALSHA\r\n$40\r\n" .. sha .. "\r\n"
+  if nkeys >= 0 then evalsha = evalsha .. "$" .. #nk .. "\r\n" .. nk .. "\r\n" end
   entries[#entries + 1] = string.format(
     "  { \"%s\", %d, \"%s\", %d,\n%s,\n%s, %d },",
     name, nkeys, sha, #source, c_literal(source), c_literal(evalsha), #evalsha)

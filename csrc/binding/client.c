@@ -120,6 +120,8 @@ const script_def *client_script_args(lua_State *L, int name_idx, const char **ar
     *n = luaval_args(L, name_idx + 1, argv, lens, SCRIPT_MAX_ARGS);
     if (*n < s->nkeys)
         luaL_error(L, "script '%s' takes %d keys, got %d arguments", s->name, s->nkeys, *n);
+    if (s->nkeys < 0 && script_first_key(s, *n, argv, lens) < 0)
+        luaL_error(L, "script '%s' takes its key count first, then as many keys", s->name);
     return s;
 }
 
@@ -171,19 +173,57 @@ static wd *client_wd(client_ud *u, char *err, size_t errlen) {
     return u->wd;
 }
 
+/* A set's keys (a list of 2 to WD_SET_MAX strings at idx) as its first
+ * key and the rest, in out (kept alive by the list on the stack). */
+static void watch_set_keys(lua_State *L, int idx, const char **key, size_t *klen, wd_keys *out,
+                           const char **more, size_t *lens) {
+    int i, n = (int)lua_rawlen(L, idx);
+    if (n < 2 || n > WD_SET_MAX) luaL_argerror(L, idx, "2 to 16 keys expected");
+    for (i = 1; i <= n; i++) {
+        size_t len;
+        const char *k;
+        lua_rawgeti(L, idx, i);
+        k = lua_tolstring(L, -1, &len);
+        if (k == NULL || lua_type(L, -1) != LUA_TSTRING) luaL_argerror(L, idx, "keys must be strings");
+        lua_pop(L, 1);   /* (the list keeps it) */
+        if (i == 1) {
+            *key = k;
+            *klen = len;
+        } else {
+            more[i - 2] = k;
+            lens[i - 2] = len;
+        }
+    }
+    out->n = n - 1;
+    out->keys = more;
+    out->lens = lens;
+}
+
 /* client:watch(key, token, ttl, lease_end [, hold_until [, renew [, spare]]])
  *   -> watch, id | nil, err
  * Registers a held lock with the watchdog. Seconds; lease_end and hold_until
  * on the monotonic clock (core.monotime). renew: the embedded script that
  * renews it (default "extend"; "zset_renew" for a reader or a permit).
+ * key may be a list of keys, a set's (client:acquire_all): renewed together
+ * by a variadic renew script ("extend_all"), one registration for all.
  * spare: an unwatched handle that nothing uses any more, bound to the new
  * lock instead of a new one (the hot path's: no allocation, nothing for the
  * collector); anything else is ignored. */
 static int meth_watch(lua_State *L) {
     client_ud *u = client_check(L);
-    size_t klen, toklen;
-    const char *key = luaL_checklstring(L, 2, &klen);
-    const char *token = luaL_checklstring(L, 3, &toklen);
+    size_t klen = 0, toklen;
+    const char *key = NULL;
+    const char *more_keys[WD_SET_MAX - 1];
+    size_t more_lens[WD_SET_MAX - 1];
+    wd_keys more, *set = NULL;
+    const char *token;
+    if (lua_type(L, 2) == LUA_TTABLE) {
+        watch_set_keys(L, 2, &key, &klen, &more, more_keys, more_lens);
+        set = &more;
+    } else {
+        key = luaL_checklstring(L, 2, &klen);
+    }
+    token = luaL_checklstring(L, 3, &toklen);
     lua_Number ttl = luaL_checknumber(L, 4);
     lua_Number end = luaL_checknumber(L, 5);
     lua_Number hold = luaL_optnumber(L, 6, 0);
@@ -191,14 +231,14 @@ static int meth_watch(lua_State *L) {
     const script_def *renew = script_find(renew_name);
     char err[CONN_ERRSTR_LEN];
     uint64_t id;
-    if (renew == NULL || renew->nkeys != 1) return luaL_argerror(L, 7, "no such renewal script");
+    if (renew == NULL || renew->nkeys != (set ? -1 : 1)) return luaL_argerror(L, 7, "no such renewal script");
     if (!(ttl >= 0.001 && ttl < 1e10)) return luaL_argerror(L, 4, "ttl out of range");
     if (!(end >= 0 && end < 1e12)) return luaL_argerror(L, 5, "lease end out of range");
     if (!(hold >= 0 && hold < 1e12)) return luaL_argerror(L, 6, "hold end out of range");
     /* a spare handle (argument 8) is bound anew rather than a new one made */
     if (lua_gettop(L) < 8 || !watch_push_spare(L, 8)) watch_push_unbound(L);
     if (client_wd(u, err, sizeof err) == NULL ||
-        wd_watch(u->wd, key, klen, token, toklen, (int64_t)(ttl * 1000 + 0.5),
+        wd_watch(u->wd, key, klen, set, token, toklen, (int64_t)(ttl * 1000 + 0.5),
                  (int64_t)(end * 1000), (int64_t)(hold * 1000), renew, &id, err, sizeof err) != 0) {
         lua_pushnil(L);
         lua_pushstring(L, err);

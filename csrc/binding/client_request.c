@@ -693,10 +693,14 @@ static int meth_request(lua_State *L) {
     if (s) {
         /* [key seconds] name keys... args...: the script's own after its name */
         int own = n - skip - 1;
+        int k;
         if (own < s->nkeys) return luaL_error(L, "script '%s' takes %d keys, got %d arguments", s->name, s->nkeys, own);
         if (own > SCRIPT_MAX_ARGS) return luaL_error(L, "too many arguments (at most %d)", SCRIPT_MAX_ARGS);
-        exec_init(&q->x, s, own, q->argv + skip + 1, q->lens + skip + 1, s->nkeys > 0 ? q->argv[skip + 1] : NULL,
-                  s->nkeys > 0 ? q->lens[skip + 1] : 0, mode, 0, (long)(timeout * 1000), until);
+        k = script_first_key(s, own, q->argv + skip + 1, q->lens + skip + 1);
+        if (s->nkeys < 0 && k < 0)
+            return luaL_error(L, "script '%s' takes its key count first, then as many keys", s->name);
+        exec_init(&q->x, s, own, q->argv + skip + 1, q->lens + skip + 1, k >= 0 ? q->argv[skip + 1 + k] : NULL,
+                  k >= 0 ? q->lens[skip + 1 + k] : 0, mode, 0, (long)(timeout * 1000), until);
         if (skip) exec_set_pre(&q->x, 3, (const char *const[]){"BLPOP", q->argv[0], q->argv[1]},
                                (const size_t[]){5, q->lens[0], q->lens[1]});
     } else {

@@ -15,6 +15,8 @@
 #include "cmd/script.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 
 int script_append(conn *c, const script_def *s, int eval, int nargs, const char **args,
@@ -22,19 +24,34 @@ int script_append(conn *c, const script_def *s, int eval, int nargs, const char 
     const char *argv[SCRIPT_MAX_ARGS + 3];
     size_t alens[SCRIPT_MAX_ARGS + 3];
     char nkeys[16];
-    int i;
+    int i, pre = s->nkeys < 0 ? 2 : 3;   /* (variadic: the count is args[0]) */
     if (nargs < 0 || nargs > SCRIPT_MAX_ARGS) return -1;
     if (!eval)   /* the hot path: "EVALSHA sha nkeys" in RESP, made at build time */
-        return conn_append_pre(c, (size_t)nargs + 3, s->evalsha, s->evalsha_len, nargs, args, lens);
+        return conn_append_pre(c, (size_t)nargs + (size_t)pre, s->evalsha, s->evalsha_len, nargs, args, lens);
     argv[0] = "EVAL";
     alens[0] = 4;
     argv[1] = s->source;
     alens[1] = s->len;
-    alens[2] = (size_t)snprintf(nkeys, sizeof nkeys, "%d", s->nkeys);
-    argv[2] = nkeys;
-    for (i = 0; i < nargs; i++) {
-        argv[3 + i] = args[i];
-        alens[3 + i] = lens[i];
+    if (pre == 3) {
+        alens[2] = (size_t)snprintf(nkeys, sizeof nkeys, "%d", s->nkeys);
+        argv[2] = nkeys;
     }
-    return conn_append(c, nargs + 3, argv, alens);
+    for (i = 0; i < nargs; i++) {
+        argv[pre + i] = args[i];
+        alens[pre + i] = lens[i];
+    }
+    return conn_append(c, nargs + pre, argv, alens);
+}
+
+int script_first_key(const script_def *s, int nargs, const char **args, const size_t *lens) {
+    char buf[8];
+    long n;
+    char *end;
+    if (s->nkeys >= 0) return s->nkeys > 0 && nargs > 0 ? 0 : -1;
+    if (nargs < 1 || lens[0] == 0 || lens[0] >= sizeof buf) return -1;
+    memcpy(buf, args[0], lens[0]);
+    buf[lens[0]] = '\0';
+    n = strtol(buf, &end, 10);
+    if (*end != '\0' || n < 1 || n > nargs - 1) return -1;
+    return 1;
 }

@@ -148,7 +148,7 @@ int fanout_script(router *r, const script_def *s, int nargs, const char **args, 
     fanout_node *nodes;
     struct pollfd *pfd;
     int *map;
-    int n, i, answered = 0, pending = 0;
+    int n, i, first, answered = 0, pending = 0;
     if (router_sync(r) != 0) return -1;
     n = r->nconns;
     nodes = calloc((size_t)(n ? n : 1), sizeof *nodes);
@@ -169,7 +169,8 @@ int fanout_script(router *r, const script_def *s, int nargs, const char **args, 
             fanout_fail(&out[i], CONN_ENOMEM, "out of memory");
             continue;
         }
-        exec_init(&f->x, s, nargs, args, lens, s->nkeys > 0 ? args[0] : NULL, s->nkeys > 0 ? lens[0] : 0,
+        first = script_first_key(s, nargs, args, lens);
+        exec_init(&f->x, s, nargs, args, lens, first >= 0 ? args[first] : NULL, first >= 0 ? lens[first] : 0,
                   TOPO_REDLOCK, EXEC_IDEMPOTENT | EXEC_EVAL_FIRST, 0, deadline);
         f->x.deadline = deadline;
         /* (a connect that failed at once: its result, as before the engine;

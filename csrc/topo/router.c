@@ -282,12 +282,14 @@ redisReply *route_command(router *r, const char *key, size_t klen,
 redisReply *route_script(router *r, const script_def *s, int nargs,
                          const char **args, const size_t *lens) {
     exec_req x;
+    int k;
     if (nargs > SCRIPT_MAX_ARGS) {
         r->call_deadline = DEADLINE_NONE;
         router_fail(r, CONN_ENOMEM, "too many script arguments");
         return NULL;
     }
-    exec_init(&x, s, nargs, args, lens, s->nkeys > 0 ? args[0] : NULL, s->nkeys > 0 ? lens[0] : 0, r->t->mode, 0,
+    k = script_first_key(s, nargs, args, lens);
+    exec_init(&x, s, nargs, args, lens, k >= 0 ? args[k] : NULL, k >= 0 ? lens[k] : 0, r->t->mode, 0,
               r->timeout_ms, r->call_deadline);
     r->call_deadline = DEADLINE_NONE;
     return route_run(r, &x);

@@ -210,15 +210,27 @@ static int wd_watch_check(wd *w, char *errbuf, size_t errlen) {
     return -1;
 }
 
-/* A new entry for a held lock (one block: the entry, then its key), or NULL. */
-static wd_entry *wd_entry_new(const wd *w, const char *key, size_t klen, const char *token, size_t toklen,
-                              int64_t ttl_ms, int64_t lease_end_ms) {
+/* A new entry for a held lock (one block: the entry, then its key, then
+ * a set's other keys), or NULL. */
+static wd_entry *wd_entry_new(const wd *w, const char *key, size_t klen, const wd_keys *more,
+                              const char *token, size_t toklen, int64_t ttl_ms, int64_t lease_end_ms) {
     int64_t now, by_ttl, by_lease;
-    wd_entry *e = calloc(1, sizeof *e + (klen ? klen : 1));
+    size_t total = klen, at;
+    int i, n = more ? more->n : 0;
+    wd_entry *e;
+    for (i = 0; i < n; i++) total += more->lens[i];
+    e = calloc(1, sizeof *e + (total ? total : 1));
     if (e == NULL) return NULL;
     e->key = (char *)(e + 1);
     memcpy(e->key, key, klen);
     e->klen = klen;
+    for (i = 0, at = klen; i < n; i++) {
+        memcpy(e->key + at, more->keys[i], more->lens[i]);
+        e->more[i] = e->key + at;
+        e->more_lens[i] = more->lens[i];
+        at += more->lens[i];
+    }
+    e->nmore = n;
     memcpy(e->token, token, toklen);
     e->toklen = toklen;
     e->ttl_ms = ttl_ms;
@@ -247,12 +259,12 @@ static int wd_reserve_one(wd *w) {
         return -1;
     for (i = 0; i < w->nlinks; i++)
         /* each lock: its renewal and an ASKING; a SCRIPT LOAD of each of
-         * the 3 renewal scripts (wd_link_queue); two WAITs (wd_ack.c) */
-        if (wd_link_reserve(&w->links[i], (w->nentries + 1) * 2 + 5) != 0) return -1;
+         * the 4 renewal scripts (wd_link_queue); two WAITs (wd_ack.c) */
+        if (wd_link_reserve(&w->links[i], (w->nentries + 1) * 2 + 6) != 0) return -1;
     return 0;
 }
 
-int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t toklen,
+int wd_watch(wd *w, const char *key, size_t klen, const wd_keys *more, const char *token, size_t toklen,
              int64_t ttl_ms, int64_t lease_end_ms, int64_t hold_until_ms,
              const struct script_def *renew, uint64_t *id, char *errbuf, size_t errlen) {
     wd_entry *e;
@@ -260,8 +272,12 @@ int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t tokl
         snprintf(errbuf, errlen, "token too long");
         return -1;
     }
+    if (more && (more->n < 0 || more->n > WD_SET_MAX - 1 || w->t->mode == TOPO_REDLOCK)) {
+        snprintf(errbuf, errlen, "a set of %d keys cannot be renewed together here", more->n + 1);
+        return -1;
+    }
     if (wd_watch_check(w, errbuf, errlen) != 0 || wd_check_path(w, key, klen, errbuf, errlen) != 0) return -1;
-    e = wd_entry_new(w, key, klen, token, toklen, ttl_ms, lease_end_ms);
+    e = wd_entry_new(w, key, klen, more, token, toklen, ttl_ms, lease_end_ms);
     if (e == NULL) {
         snprintf(errbuf, errlen, "out of memory");
         return -1;

@@ -58,16 +58,32 @@ void wd_release(wd *w);
  * once its lease ends. */
 void wd_stop(wd *w);
 
+/* The most keys one registration renews together (a set of
+ * client:acquire_all: lockset.lua's MAX_NAMES). */
+#ifndef WD_SET_MAX
+#define WD_SET_MAX 16
+#endif
+
+/* A set's keys after its first (client:acquire_all), renewed with it in
+ * one script: n of them, at most WD_SET_MAX - 1. */
+typedef struct wd_keys {
+    int n;
+    const char *const *keys;
+    const size_t *lens;
+} wd_keys;
+
 /* Registers a held lock: key/token as stored, ttl_ms the lease to renew to,
  * renew the script that renews it (KEYS[1] key, ARGV token and ttl ms,
  * answering 1 when renewed: extend for a lock key, zset_renew for a reader
- * or a permit; NULL means extend),
+ * or a permit; NULL means extend). more: NULL, or a set's other keys, all
+ * renewed by one call of renew, a variadic script (extend_all: the count,
+ * the keys, token, ttl ms); not under Redlock;
  * lease_end_ms the monotonic time until which the lease is surely ours,
  * hold_until_ms 0 or the monotonic time after which renewals stop.
  * If the watchdog has no connection yet, one is made and checked now
  * (within connect_timeout), so a lock is only handed out with a working
  * renewal path. Returns 0 and the id, or -1 with a message in errbuf. */
-int wd_watch(wd *w, const char *key, size_t klen, const char *token, size_t toklen,
+int wd_watch(wd *w, const char *key, size_t klen, const wd_keys *more, const char *token, size_t toklen,
              int64_t ttl_ms, int64_t lease_end_ms, int64_t hold_until_ms,
              const struct script_def *renew, uint64_t *id, char *errbuf, size_t errlen);
 

@@ -10,11 +10,22 @@ struct script_def;
 #include <sys/types.h>
 
 #define WD_TOKEN_MAX 64
+#ifndef WD_SET_MAX
+/* The most keys one entry renews together (a set of client:acquire_all:
+ * lockset.lua's MAX_NAMES): its first key, and the rest in `more`
+ * (watchdog.h says it too, for the binding). */
+#define WD_SET_MAX 16
+#endif
 
 typedef struct wd_entry {
     uint64_t id;
     char *key;          /* right after the entry, in its block (wd_watch) */
     size_t klen;
+    int nmore;          /* a set's keys after the first (0: one key); they
+                           follow the first in the block, more[i] each, and
+                           its renewal script (e->renew) takes them all */
+    const char *more[WD_SET_MAX - 1];
+    size_t more_lens[WD_SET_MAX - 1];
     char token[WD_TOKEN_MAX];
     size_t toklen;
     int64_t ttl_ms;         /* the lease each renewal asks for */

@@ -156,9 +156,10 @@ int wd_link_reserve(wd_link *l, uint32_t total);
 /* e's renewal as exec.h's request (its script: `script`, or the one the
  * entry is renewed with), its arguments written into args. */
 typedef struct wd_args {
-    const char *argv[4];
-    size_t lens[4];
+    const char *argv[WD_SET_MAX + 3];   /* [count] keys... token ttl [left] */
+    size_t lens[WD_SET_MAX + 3];
     char left_txt[24];
+    char count_txt[8];
 } wd_args;
 void wd_request(const wd *w, wd_entry *e, const struct script_def *script, exec_req *x, wd_args *args);
 /* Queues e's renewal on l: st NULL for a new one; else how far it got (it

@@ -71,9 +71,37 @@ static int wd_link_queue_failed(wd *w, wd_link *l) {
     return -1;
 }
 
+/* A set's renewal (e->nmore > 0): its variadic script (extend_all) takes
+ * the key count, every key, the token and the ttl. */
+static void wd_request_set(const wd *w, wd_entry *e, exec_req *x, wd_args *args) {
+    int i, n = 0;
+    (void)w;
+    args->lens[n] = (size_t)snprintf(args->count_txt, sizeof args->count_txt, "%d", e->nmore + 1);
+    args->argv[n++] = args->count_txt;
+    args->argv[n] = e->key;
+    args->lens[n++] = e->klen;
+    for (i = 0; i < e->nmore; i++) {
+        args->argv[n] = e->more[i];
+        args->lens[n++] = e->more_lens[i];
+    }
+    args->argv[n] = e->token;
+    args->lens[n++] = e->toklen;
+    if (e->ttl_txt_of != e->ttl_ms) {
+        e->ttl_txt_len = resp_i64(e->ttl_txt, (long long)e->ttl_ms);
+        e->ttl_txt_of = e->ttl_ms;
+    }
+    args->argv[n] = e->ttl_txt;
+    args->lens[n++] = e->ttl_txt_len;
+    exec_init(x, e->renew, n, args->argv, args->lens, e->key, e->klen, w->t->mode, 0, 0, DEADLINE_NONE);
+}
+
 void wd_request(const wd *w, wd_entry *e, const script_def *script, exec_req *x, wd_args *args) {
     int nargs = 3;
     const script_def *renew = script;
+    if (e->nmore > 0 && w->t->mode != TOPO_REDLOCK) {   /* (sent again: the same) */
+        wd_request_set(w, e, x, args);
+        return;
+    }
     if (renew == NULL) renew = w->t->mode == TOPO_REDLOCK ? w->renew_script : e->renew ? e->renew : w->extend_script;
     /* the script's key and arguments: key token ttl [left] */
     args->argv[0] = e->key;

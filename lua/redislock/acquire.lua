@@ -63,6 +63,7 @@ local MUTEX = {
   key = "lock",
   renew = "extend",
   auto_spin = true,
+  mutex = true,
   verdict = verdict,
 }
 _M.MUTEX = MUTEX
@@ -188,7 +189,8 @@ end
 
 -- An adopted lock: a plain lock's key and renewal, taken over from the
 -- holder of its token (in one attempt, never waited for).
-local ADOPT = { key = "lock", renew = "extend", extend = MUTEX.extend, release = MUTEX.release, keeps = true }
+local ADOPT = { key = "lock", renew = "extend", extend = MUTEX.extend, release = MUTEX.release, keeps = true,
+  mutex = true }
 
 function ADOPT.try(rec, t0)
   local client, keys = rec.client, rec.keys

@@ -117,7 +117,7 @@ function _M.break_lock(client, name)
   checks.check_name("break_lock", name)
   local info, err, kind = client:inspect(name)
   if not info then return nil, err, kind end
-  if not info.held then return nil, "not held", "not held" end
+  if not info.held then return errors.not_held(name) end
   -- Compare-and-delete on the token just read: if it changed hands in
   -- between, the new holder is left alone.
   return client:release_token(name, info.token)
@@ -148,7 +148,7 @@ end
 function _M.rw_holders(client, name)
   local k = keysmod.rwlock(client._prefix, name)
   local r, err, kind = client:_open():script("rw_inspect", k.writer, k.readers, k.marker, k.writer_holder,
-    k.reader_holders, k.readers_waiting, k.writers_waiting, MAX_SHARES)
+    k.reader_holders, k.readers_waiting, k.writers_waiting, k.writer_grant, k.reader_counts, MAX_SHARES)
   if not r then return errors.fail(err, kind) end
   local rows = shares(r[7], "read")
   if r[1] ~= -2 then
@@ -205,7 +205,7 @@ function _M.release_token(client, name, token)
   client:_open()
   local r, err, kind = MUTEX.release(client, client._keys_of(name), token)
   if not r then return errors.fail(err, kind) end
-  if r ~= 1 then return nil, "not held", "not held" end
+  if r ~= 1 then return errors.not_held(name) end
   return true
 end
 

@@ -64,6 +64,9 @@
 --       them on (redislock.events)
 --   ch:server_info() -> { maxmemory_policy =, info_error = }
 --   ch:close(), ch:closed() -> bool
+--   ch:caller() -> a value     only a transport whose waits yield (cosocket):
+--       who calls now (nginx: the request's ngx.ctx), so that a call is
+--       refused at once only for a lock its own caller holds
 
 local _M = {}
 

@@ -295,10 +295,10 @@ local function cmd_release(args)
   if not opts.token or opts.token == "" then usage("release needs --token TOKEN") end
   local client, code = connect(opts, resolve_url(opts))
   if not client then return code end
-  local ok, err = client:release_token(name, opts.token)
+  local ok, err, kind = client:release_token(name, opts.token)
   client:close()
   if ok then return 0 end
-  if err == "not held" then return fail(EXIT.conflict, name .. ": not held by that token") end
+  if kind == "not held" then return fail(EXIT.conflict, name .. ": not held by that token") end
   return fail(EXIT.unavailable, err)
 end
 
@@ -312,10 +312,10 @@ local function cmd_break(args)
   end
   local client, code = connect(opts, resolve_url(opts))
   if not client then return code end
-  local ok, err = client:break_lock(name)
+  local ok, err, kind = client:break_lock(name)
   client:close()
   if ok then return 0 end
-  if err == "not held" then return fail(EXIT.conflict, name .. ": not held") end
+  if kind == "not held" then return fail(EXIT.conflict, name .. ": not held") end
   return fail(EXIT.unavailable, err)
 end
 

@@ -17,6 +17,7 @@ local rwlock = require "redislock.rwlock"
 local semaphore = require "redislock.semaphore"
 local fencing = require "redislock.fencing"
 local admin = require "redislock.admin"
+local lockset = require "redislock.lockset"
 checks.own(debug.getinfo(1, "S").source)
 
 local take = acquire.acquire
@@ -61,6 +62,15 @@ function Client:with_lock(name, opts, fn, ...)
   return engine.with_lock(take, self, name, opts, fn, ...)
 end
 
+--- Takes the locks of every name in `names` (a list), or none: one
+-- script, one token and lease, a fence per name (set.fences[name]);
+-- set:held(), set:extend(ttl), set:release() act on all of them.
+-- syntax: set, err, kind = client:acquire_all(names, {ttl=30, wait=0,
+--           watchdog=true, on_lost=fn, max_hold=nil, holder=nil})
+function Client:acquire_all(names, opts)
+  return lockset.acquire_all(self, names, opts)
+end
+
 --- Takes over a lock held with `token` (e.g. REDISLOCK_TOKEN, in the job
 -- that `redislock run` started): from now on this client renews it (with
 -- the watchdog) and may release it. The lease becomes at least opts.ttl.
@@ -73,16 +83,21 @@ end
 
 --- A read-write lock over `name` (no round trip: its keys, in one slot,
 -- apart from the mutex of the same name).
--- syntax: rw = client:rwlock(name)
-function Client:rwlock(name)
-  return rwlock.new(self, name)
+-- syntax: rw = client:rwlock(name, {reentrant = false, owner = client.owner})
+-- reentrant: per owner (a token, as acquire's reentrant = true): the
+-- writer writes again (counted) and reads while it writes; a reader never
+-- upgrades.
+function Client:rwlock(name, opts)
+  return rwlock.new(self, name, opts)
 end
 
 --- A counting semaphore of `permits` over `name`; stores the limit (one
--- round trip), which is then in force for every client.
--- syntax: sem, err = client:semaphore(name, permits)
-function Client:semaphore(name, permits)
-  return semaphore.new(self, name, permits)
+-- round trip), which is then in force for every client. if_absent: only
+-- when none is stored (Redisson's trySetPermits). Without permits: the
+-- semaphore with the limit stored (nil, "absent: ...", "absent" if none).
+-- syntax: sem, err, kind = client:semaphore(name, permits?, {if_absent=false})
+function Client:semaphore(name, permits, opts)
+  return semaphore.new(self, name, permits, opts)
 end
 
 --- Writes `value` to the resource only if `fence` is not older than the

@@ -20,7 +20,9 @@ local KEEP_MS = "604800000"
 --- The state of a client over channel `ch` (redislock.channel), as a
 -- table its class then gets as its metatable.
 -- settings: prefix, fence_ttl (seconds), warnings (a list of strings),
--- on_event (a function, or nil), holder.
+-- on_event (a function, or nil), holder, yields (the transport's waits
+-- yield to other coroutines: cosocket), mode (the topology: nil for one
+-- Redis).
 function _M.new(ch, settings)
   return {
     _conn = ch,
@@ -40,6 +42,11 @@ function _M.new(ch, settings)
     _metrics = metrics.new(),        -- the Lua side's counters (redislock.metrics)
     _on_event = settings.on_event,   -- fn(event, fields) or nil (redislock.events)
     _holder = settings.holder,       -- the grants' label: nil (the default), a string, false
+    -- name -> the last lock (or reentrant group of holds) this client was
+    -- granted on a name's mutex (redislock.engine: no waiting for itself)
+    _mine = setmetatable({}, { __mode = "v" }),
+    _yields = settings.yields or false, -- a wait lets other coroutines of this client run (cosocket)
+    _mode = settings.mode or "single",  -- "single", "sentinel", "cluster" or "redlock"
   }
 end
 

@@ -340,7 +340,7 @@ end
 -- at `seconds` (a light thread sees to it), not when Redis ends it.
 function Transport:block(key, seconds, exact)
   self:_check()
-  local limit = seconds + (exact and 0.005 or 0.25)
+  local limit = seconds + (exact and 0.002 or 0.25)
   local rq = self._native:request("command", limit, nil, "BLPOP", key, string.format("%.3f", seconds))
   local r, err, kind = self:_run(rq, ms(limit), exact and monotime() + limit or nil)
   if r == nil then return nil, err, kind end
@@ -451,6 +451,14 @@ function _M.open(cfg)
 end
 
 function Transport:closed() return self._closed end
+
+--- Who calls now: the request (or timer) it runs for, as its ngx.ctx
+-- table. One client serves every request of a worker, so a lock this
+-- client holds may be another request's, which a call waits for as for
+-- any rival's; only one the caller's own request took is refused at once
+-- (redislock.engine). Not the coroutine: nginx reuses a finished
+-- request's for the next one.
+function Transport.caller() return ngx.ctx end
 
 function Transport:__tostring()
   return "redislock.client (cosocket, " .. self._where .. (self._closed and ", closed)" or ")")

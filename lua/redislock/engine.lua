@@ -44,6 +44,11 @@
 --       attempts (seconds), nil for none
 --   keeps                    a grant it cannot keep stays its first holder's
 --       (adopt): nothing is given back
+--   mutex                    its lease is the name's mutex (plain, fair,
+--       reentrant, adopted, Redlock locks): a call of this client for a
+--       name it holds so is refused at once, never waits for itself
+--   mine(rec)                optional: that check for a kind of its own
+--       (acquire_all: any of its names): the "busy" to answer, or nil
 
 local core = require "redislock.core"
 local checks = require "redislock.checks"
@@ -118,7 +123,7 @@ end
 -- asked for a lease that lives as long as it does, and we cannot promise
 -- that. max_hold, which bounds liveness and not safety, counts from when
 -- the grant is seen.
-local function hold(rec, fence, t0, lease)
+local function hold_lock(rec, fence, t0, lease)
   local kind, opts, client = rec.kind, rec.opts, rec.client
   local expires = lease_end(t0, lease)
   local now = monotime()
@@ -135,8 +140,8 @@ local function hold(rec, fence, t0, lease)
     if kind.join then kind.join(rec, lock, expires) end
     if lease < rec.ttl then
       -- handed over with a short lease: bring it to the asked ttl now
-      local ok, err = lock:extend(rec.ttl)
-      if not ok then return nil, err == "not held" and "timeout" or err end
+      local ok, err, ekind = lock:extend(rec.ttl)
+      if not ok then return nil, ekind == "not held" and "timeout" or err end
     end
     return lock
   end
@@ -161,6 +166,26 @@ local function hold(rec, fence, t0, lease)
   lock._watch, lock._watch_id = w, id
   client._locks[id] = lock   -- (id: the watch's, as loss reports name it; its release takes it out)
   return lock
+end
+
+-- Remembers a granted lock of a name's mutex in its client (a reentrant
+-- hold: its group, whose holds all count), and the caller it was granted
+-- to where others can run while one waits (the transport's caller()).
+local function remember_as(client, name, entry)
+  client._mine[name] = entry
+  if client._yields then entry._caller = client._conn:caller() end
+end
+_M.remember_as = remember_as
+
+local function remember(rec, lock)
+  remember_as(rec.client, rec.name, lock._group or lock)
+  return lock
+end
+
+local function hold(rec, fence, t0, lease)
+  local lock, err = hold_lock(rec, fence, t0, lease)
+  if lock and rec.kind.mutex then remember(rec, lock) end
+  return lock, err
 end
 
 --- The one grant path: a lease granted at t0 for `lease` seconds becomes
@@ -290,7 +315,7 @@ end
 -- left: the time to the deadline. Returns ran (the next attempt ran behind
 -- the wait: its outcome follows), then lock | nil, err, holder_ms (err
 -- interrupted: the call ends).
-local function between(rec, signal, limit, left, err, holder_ms)
+local function between(rec, signal, limit, left, err, holder_ms, at_lease)
   local mode = rec.mode
   local busy = err == "busy"
   -- holder_ms is the holder's remaining lease: never wait past it. 0: it
@@ -303,7 +328,9 @@ local function between(rec, signal, limit, left, err, holder_ms)
   end
   if mode == "poll" or not busy or limit < 0.001 then return false, nil, pause(rec, limit) or err, holder_ms end
   if mode == "notify" then
-    local woken, _, got, gerr, gms = queued_wait(rec, signal, limit, left)
+    -- (a wait that ends at the lease end is ended by our clock, not Redis':
+    -- so the queued one only where it ends well before)
+    local woken, _, got, gerr, gms = queued_wait(rec, signal, limit, at_lease and limit or left)
     if got ~= nil or gerr ~= nil then
       -- the attempt queued behind the wait ran: its outcome is this round's
       if got or interrupted(gerr) then return true, got, gerr end
@@ -312,7 +339,7 @@ local function between(rec, signal, limit, left, err, holder_ms)
     end
     if woken ~= nil then return false, nil, not woken and pause(rec, limit) or err, holder_ms end
   end
-  local woken, handed, wkind = block(rec, signal, limit, limit >= left)
+  local woken, handed, wkind = block(rec, signal, limit, at_lease or limit >= left)
   if not woken then
     if wkind == "interrupted" then return false, nil, handed end
     return false, nil, pause(rec, limit) or err, holder_ms
@@ -324,6 +351,59 @@ local function between(rec, signal, limit, left, err, holder_ms)
     return false, grant(rec, tonumber(handed), rec.t_try, rec.kind.handed_lease(rec), true)
   end
   return false, nil, err, holder_ms
+end
+
+-- Is `entry` (a lock, or a reentrant group) held now, and by a hold other
+-- than `token`'s (a reentrant owner enters again)?
+local function held_by_other(entry, token)
+  if entry._state then return entry._state == "held" and entry.token ~= token and entry:held() end
+  if entry.n == 0 then return false end
+  for l in pairs(entry._holds) do
+    if l._state == "held" and l:held() then return l.token ~= token end
+  end
+  return false
+end
+
+-- A call refused for a name whose mutex this client holds (and not as
+-- the same reentrant owner) would wait for itself: until `wait` runs out,
+-- or for ever. It ends at once: the "busy" it gets, or nil. Asked only
+-- once Redis refused the first attempt: a hold this client has not yet
+-- seen lost (its key deleted) does not keep it from a free name. Where
+-- waits yield (cosocket: one client serves every request of an nginx
+-- worker), only the caller that took it (its request: channel caller()):
+-- another one waits for it as any rival does.
+local function held_here(client, name, token)
+  local entry = client._mine[name]
+  if not entry or (client._yields and entry._caller ~= client._conn:caller()) then return nil end
+  if held_by_other(entry, token) then
+    return "busy: " .. errors.shown_name(name) .. " already held by this client"
+  end
+end
+_M.held_here = held_here
+
+local function self_held(rec)
+  local kind = rec.kind
+  if kind.mine then return kind.mine(rec) end
+  if not kind.mutex or kind.keeps then return nil end
+  return held_here(rec.client, rec.name, rec.token)
+end
+
+-- How long the next wait may last (seconds), from now to the deadline
+-- (left), and whether it ends at the lease in the way (holder_ms): a
+-- holder that died, or paused, frees the name only there, and a waiter
+-- must get it then, not when Redis ends its BLPOP (up to a tick of its
+-- clock, 100 ms, late for short waits): such a wait is ended by our
+-- clock (block's exact), at the cost of the wait connection, made again
+-- at the next wait. A release still wakes it at once.
+local function wait_limit(left, holder_ms, heartbeat)
+  local limit, at_lease = left, false
+  if holder_ms and holder_ms > 0 and holder_ms / 1000 < limit then
+    limit, at_lease = holder_ms / 1000, true
+  end
+  if heartbeat and heartbeat < limit then limit, at_lease = heartbeat, false end
+  -- one wait at most an hour: a huge `wait` just loops
+  if limit > 3600 then limit, at_lease = 3600, false end
+  return limit, at_lease
 end
 
 -- Waits for the lease: attempts until taken or the deadline passed.
@@ -340,6 +420,11 @@ local function wait_loop(rec)
     -- (a refusal the wait brought stands for this round's attempt)
     if not ran then lock, err, holder_ms = try(rec, t_try, n == 0) end
     if lock or interrupted(err) then break end
+    if n == 0 and err == "busy" then
+      -- (refused for a hold of this very client: no wait can end that)
+      local mine = self_held(rec)
+      if mine then return nil, mine, 0 end
+    end
     local now = monotime()
     if now >= deadline then
       err = errors.waited(err)
@@ -347,13 +432,9 @@ local function wait_loop(rec)
     end
     n = n + 1
     rec.tries, rec.t_try = n, t_try
-    local limit = deadline - now
-    if holder_ms and holder_ms > 0 then limit = min(limit, holder_ms / 1000) end
-    if heartbeat then limit = min(limit, heartbeat) end
-    -- one wait at most an hour: a huge `wait` just loops
-    limit = min(limit, 3600)
+    local limit, at_lease = wait_limit(deadline - now, holder_ms, heartbeat)
     local got
-    ran, got, err, holder_ms = between(rec, signal, limit, deadline - now, err, holder_ms)
+    ran, got, err, holder_ms = between(rec, signal, limit, deadline - now, err, holder_ms, at_lease)
     if got or interrupted(err) then
       lock = got
       break
@@ -365,6 +446,7 @@ end
 ---------------------------------------------------------------------------
 -- The call
 ---------------------------------------------------------------------------
+
 
 --- Runs the call of `rec` to its end: one attempt (mode "once") or the
 -- wait loop; then what a call that ends without a lock takes back, and
@@ -379,7 +461,7 @@ function _M.run(rec)
     -- one attempt, no loop (the uncontended path)
     n = 0
     ok, lock, err, _, label, held = pcall(kind.try, rec, rec.t_call, true)
-    if err == "busy" then err = busy_by(label, held) end
+    if err == "busy" then err = self_held(rec) or busy_by(rec.name, label, held) end
   else
     ok, lock, err, n = pcall(wait_loop, rec)
   end
@@ -395,7 +477,7 @@ function _M.run(rec)
   client._spare_rec = rec
   acquire_done(client, name, lock, err, t_call, n)   -- [metrics]
   if lock then return lock end
-  return fail(err)
+  return fail(errors.named(err, name, monotime() - t_call))
 end
 
 --- Runs fn(lock, ...) holding a lock taken by take(client, "with_lock",
@@ -413,10 +495,21 @@ function _M.with_lock(take, client, name, opts, fn, ...)
     res = { n = select("#", ...) + 1, ok, ... }
   end
   keep(pcall(fn, lock, ...))
+  -- Was the lease ours until fn returned? held() right before the release
+  -- says so conservatively (the watchdog's view, or the lease's end); a
+  -- release that finds another token (or none) says the key went before
+  -- the watchdog saw it. Either way fn ran, at least in part, without the
+  -- lock: its results cannot be answered as a success (redis-py raises
+  -- LockNotOwnedError). A release that fails for another reason (the
+  -- connection) casts no doubt on fn's run: the ttl frees the name.
   -- Protected: if fn closed the client, the release raises, and fn's own
   -- error (or results) must still come back unchanged.
-  pcall(lock.release, lock)
+  local ok, held = pcall(lock.held, lock)
+  local rok, _, _, rkind = pcall(lock.release, lock)
   if not res[1] then error(res[2], 0) end
+  if (ok and not held) or (rok and rkind == "not held") then
+    return nil, errors.lost_in_fn(lock.name, lock.lost_reason), "not held"
+  end
   return true, (table.unpack or unpack)(res, 2, res.n) -- luacheck: ignore 143
 end
 

@@ -11,13 +11,15 @@
 -- timed out (...)"), and "timeout" means a wait for the lock ran out. fail()
 -- turns the one into the other, in one place.
 
+local text = require "redislock.text"
+
 local _M = {}
 
 -- The kinds, in the order docs/errors.md explains them (its table; a spec
 -- checks that both list the same words).
 _M.KINDS = {
   "busy", "timeout", "not held", "connection", "redis", "watchdog", "unsafe", "replicas", "quorum",
-  "stale", "memory", "interrupted",
+  "stale", "memory", "interrupted", "absent",
 }
 
 local IS_KIND = {}
@@ -86,6 +88,47 @@ _M.TOO_SLOW = "connection too slow: the grant came after its lease ended"
 -- "busy" (the lock was held all along); any other failure as it was.
 function _M.waited(err)
   if err == "busy" then return "timeout" end
+  return err
+end
+
+--- A lock's name as a message shows it: text chosen by the caller, so
+-- escaped as holder labels are (redislock.text: control bytes, invalid
+-- UTF-8) and bounded (a 1 MB name makes a short message).
+_M.NAME_MAX = 200
+function _M.shown_name(name)
+  return text.shown(name, _M.NAME_MAX)
+end
+
+--- A message of `kind` about the lock `name`: the kind word, then the
+-- name (escaped), then `rest`, if any. Every busy, timeout and not held
+-- message names its lock so (a log line of a service that takes many
+-- names says which).
+-- syntax: err = errors.about(kind, name [, rest])
+function _M.about(kind, name, rest)
+  return kind .. ": " .. _M.shown_name(name) .. (rest and " " .. rest or "")
+end
+
+--- nil, "not held: NAME", "not held": a release or extend of a lock
+-- that is not ours (any more).
+function _M.not_held(name)
+  return nil, _M.about("not held", name), "not held"
+end
+
+--- What with_lock answers when the lease of `name` was lost while fn ran
+-- (reason: the lock's lost_reason, docs/errors.md).
+function _M.lost_in_fn(name, reason)
+  return _M.about("not held", name, "was lost while fn ran (" .. tostring(reason or "not held") .. ")")
+end
+
+--- The err of a call for `name` that waited `waited` seconds and ended
+-- without a lease, as the caller gets it: a bare kind word (busy,
+-- timeout, not held) names the lock; anything else is left as it is.
+function _M.named(err, name, waited)
+  if err == "timeout" then
+    return _M.about("timeout", name, string.format("not taken within %.3g s", waited))
+  elseif err == "busy" or err == "not held" then
+    return _M.about(err, name)
+  end
   return err
 end
 

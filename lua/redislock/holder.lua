@@ -14,6 +14,7 @@
 local core = require "redislock.core"
 local checks = require "redislock.checks"
 local text = require "redislock.text"
+local errors = require "redislock.errors"
 checks.own(debug.getinfo(1, "S").source)
 
 local _M = {}
@@ -57,11 +58,13 @@ function _M.label(client, v, token, fname)
   return label
 end
 
---- The "busy" a refusal gives: the holder and how long it has held the
--- lock, when its record said so (label, held_ms from the scripts).
-function _M.busy(label, held_ms)
-  if type(label) ~= "string" then return "busy" end
-  return string.format("busy: held by %s for %.1f s", text.shown(label, _M.MAX), (tonumber(held_ms) or 0) / 1000)
+--- The "busy" a refusal of `name` gives: the holder and how long it has
+-- held the lock, when its record said so (label, held_ms from the
+-- scripts); the name escaped (redislock.errors).
+function _M.busy(name, label, held_ms)
+  if type(label) ~= "string" then return errors.about("busy", name) end
+  return errors.about("busy", name, string.format("held by %s for %.1f s", text.shown(label, _M.MAX),
+    (tonumber(held_ms) or 0) / 1000))
 end
 
 --- Seconds since the epoch (the server's clock) of a record's "since", a

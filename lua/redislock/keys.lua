@@ -76,6 +76,8 @@ function _M.rwlock(prefix, name)
     writers_signal = key .. ":writers_signal",
     writer_holder = key .. ":holder",       -- the writer's, as a lock's holder
     reader_holders = key .. ":readers:holders", -- reader token -> "<since us> <label>"
+    writer_grant = key .. ":grant",         -- a reentrant writer's entries (n, fence)
+    reader_counts = key .. ":readers:counts", -- a reentrant reader's entries, its grant
   }
 end
 

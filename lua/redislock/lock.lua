@@ -12,6 +12,7 @@ local checks = require "redislock.checks"
 local metrics = require "redislock.metrics"
 local errors = require "redislock.errors"
 local poll = require("redislock.client_base").poll
+local not_held = errors.not_held
 checks.own(debug.getinfo(1, "S").source)
 
 local monotime = core.monotime
@@ -188,7 +189,7 @@ function Lock:extend(ttl, opts)
   local ch = client:_open()
   client:poll()
   -- A lost lock stays lost: the caller may already have acted on the loss.
-  if self._state ~= "held" or self._pid ~= getpid() then return nil, "not held", "not held" end
+  if self._state ~= "held" or self._pid ~= getpid() then return not_held(self.name) end
   -- (the replicas a failover could promote in the master's place: every
   -- one must have the new lease; 0 where none could, by the node of the key)
   local need = ch:failover_acks(self._keys[self._kind.key])
@@ -201,7 +202,7 @@ function Lock:extend(ttl, opts)
   if not r then return errors.fail(err, kind) end
   if r ~= 1 then
     self:_lose("not held")
-    return nil, "not held", "not held"
+    return not_held(self.name)
   end
   local acks, werr, wkind
   if want > 0 then acks, werr, wkind = ch:waited() end
@@ -231,8 +232,8 @@ end
 function Lock:release()
   local client = self._client
   poll(client)   -- (raises once the client is closed; every client's poll)
-  if self._state == "released" then return nil, "not held", "not held" end
-  if self._pid ~= getpid() then return nil, "not held", "not held" end
+  if self._state == "released" then return not_held(self.name) end
+  if self._pid ~= getpid() then return not_held(self.name) end
   -- Unregister first: from here on the watchdog queues nothing for this
   -- key, and a renewal not yet written is taken back (it never waits). A
   -- reentrant lock's registration is shared by its holds: only the last
@@ -248,7 +249,8 @@ function Lock:release()
     -- (and its loss reports, which its unwatch ended, need it no more)
     client._locks[self._watch_id] = nil
   end
-  local r, err, kind = self._kind.release(client, self._keys, self.token, self.fence)
+  -- (_grant: which grant a hold of a reentrant read share belongs to)
+  local r, err, kind = self._kind.release(client, self._keys, self.token, self._grant or self.fence)
   if group then group:leave(self, r) end
   if not r then
     -- Not renewed any more, and we cannot tell whether the delete ran:
@@ -259,7 +261,7 @@ function Lock:release()
   if r == 0 then
     self:_lose("not held")
     self._state = "released"
-    return nil, "not held", "not held"
+    return not_held(self.name)
   end
   self._state = "released"
   local now = monotime()

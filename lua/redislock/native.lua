@@ -36,7 +36,7 @@ local function block(self, key, seconds, exact, spin)
     if not conn then return nil, err, kind end
     waits[self] = conn
   end
-  conn:set_timeout(seconds + (exact and 0.005 or 0.25))
+  conn:set_timeout(seconds + (exact and 0.002 or 0.25))
   conn:set_spin(spin or 0)
   local r, err, kind = conn:command("BLPOP", key, string.format("%.3f", seconds))
   if r == nil then return nil, err, kind end

@@ -21,6 +21,9 @@ local _M = {}
 _M.DEFAULT_TTL = 30
 local DEFAULT_TTL = _M.DEFAULT_TTL
 local MAX_SPIN = 1                -- seconds of busy-polling per wait, at most
+-- Permits one sem:acquire takes at most (one member each in the permits'
+-- set: lua/redislock/scripts/lib/permit_members.lua bounds them so too)
+_M.MAX_PERMITS_AT_ONCE = 10000
 
 -- What a call gets for opts = nil: no option set, none can be.
 _M.EMPTY = setmetatable({}, { __newindex = function() error("read-only", 2) end })
@@ -55,6 +58,7 @@ local CHECK = {
   end,
   fence = function(fname, v) check_boolean(fname, "fence", v) end,
   holder = function(fname, v) holdermod.check(fname, v) end,
+  permits = function(fname, v) checks.check_integer(fname, "permits", v, 1, _M.MAX_PERMITS_AT_ONCE) end,
 }
 
 -- The set of options named `list`, each with its check.
@@ -69,7 +73,9 @@ end
 _M.LOCK = set { "ttl", "wait", "watchdog", "on_lost", "notify", "fair", "spin", "max_hold", "replicas",
   "replicas_timeout", "reentrant", "owner", "fence", "holder" }
 _M.SHARE = set { "ttl", "wait", "watchdog", "on_lost", "max_hold", "notify", "spin", "holder" }
+_M.PERMIT = set { "ttl", "wait", "watchdog", "on_lost", "max_hold", "notify", "spin", "holder", "permits" }
 _M.ADOPT = set { "ttl", "watchdog", "on_lost", "max_hold" }
+_M.SET = set { "ttl", "wait", "watchdog", "on_lost", "max_hold", "holder" }
 _M.REDLOCK = set { "ttl", "wait", "watchdog", "on_lost", "max_hold", "holder" }
 _M.REDLOCK.reentrant = function(fname, v)
   if v then checks.argerror(fname, "reentrant", "reentrant locks are not offered by a Redlock client") end

@@ -58,6 +58,7 @@ local metrics = require "redislock.metrics"
 local holdermod = require "redislock.holder"
 local admin = require "redislock.admin"
 local errors = require "redislock.errors"
+local lockset = require "redislock.lockset"
 checks.own(debug.getinfo(1, "S").source)
 
 local monotime = core.monotime
@@ -157,6 +158,7 @@ end
 local REDLOCK = {
   key = "lock",
   class = RedlockLock,
+  mutex = true,
 }
 _M.REDLOCK = REDLOCK
 
@@ -226,6 +228,82 @@ end
 RedlockClient.rwlock = single_server("rwlock")
 RedlockClient.semaphore = single_server("semaphore")
 RedlockClient.adopt = single_server("adopt")
+--- A Redlock set (client:acquire_all): every name on a majority of the
+-- masters, each of which granted the whole set in one script
+-- (redlock_acquire_all.lua); no fences; each name renewed by the
+-- watchdog's fan-out; extended with a majority within the validity;
+-- released on every master. How it is taken and held otherwise is
+-- lockset.lua's.
+local RSET = {
+  class = lockset.LockSet,
+  options = options.SET,
+  granted = lockset.SET.granted,
+  join = lockset.SET.join_each,
+  mine = lockset.SET.mine,
+}
+_M.RSET = RSET
+
+function RSET.release(client, keys, token, _, ttl)
+  local released, gone, first_err, first_kind = 0, 0, nil, nil
+  for _, k in ipairs(keys) do
+    local had, all, results = release_all(client, k.lock, token, ttl)
+    if had > 0 then
+      released = released + 1
+    elseif all then
+      gone = gone + 1
+    elseif not first_err then
+      first_err, first_kind = first_error(results)
+    end
+  end
+  if released == #keys then return 1 end
+  if first_err and released == 0 then return nil, first_err, first_kind end
+  return released == 0 and 0 or 3
+end
+
+function RSET.try(rec, t0)
+  local client, ttl, quorum = rec.client, rec.ttl, rec.client._quorum
+  local args = { string.format("%d", #rec.keys * 2) }
+  for _, k in ipairs(rec.keys) do
+    args[#args + 1] = k.lock
+    args[#args + 1] = k.lock .. ":holder"
+  end
+  -- (then as redlock_acquire's: token, lease, label)
+  args[#args + 1] = rec.token
+  args[#args + 1] = ttl_ms(ttl)
+  args[#args + 1] = rec.label
+  local results = fanout(client._conn, client._masters, client:master_timeout(ttl), quorum, "redlock_acquire_all",
+    (table.unpack or unpack)(args)) -- luacheck: ignore 143
+  if tally(results) >= quorum then return engine.grant(rec, nil, t0, ttl) end
+  RSET.release(client, rec.keys, rec.token, nil, ttl)
+  local busy, holder_ms, hlabel, held = refusals(results)
+  if busy > #results - quorum then return nil, "busy", holder_ms, hlabel, held end
+  return nil, first_error(results) or "busy", holder_ms, hlabel, held
+end
+
+-- A majority within the validity: 1; lost on too many masters: 0;
+-- otherwise the quorum failure, as lock:extend's.
+function RSET.extend_set(client, keys, token, ms)
+  local t0 = monotime()
+  local args = lockset.extend_args(keys, token, ms)
+  local results = fanout(client._conn, client._masters, client:master_timeout(tonumber(ms) / 1000),
+    client._quorum, "extend_all", (table.unpack or unpack)(args)) -- luacheck: ignore 143
+  local yes, answered = tally(results)
+  if yes >= client._quorum and monotime() < lockmod.lease_end(t0, tonumber(ms) / 1000) then return 1 end
+  if answered - yes > #results - client._quorum then return 0 end
+  return nil, string.format("quorum: extend reached only %d of %d masters (a majority is %d)", yes,
+    #results, client._quorum), "quorum"
+end
+
+function RSET.give_up(rec, how)
+  if how == "raised" then RSET.release(rec.client, rec.keys, rec.token, nil, rec.ttl) end
+end
+
+--- Takes every name of `names` on a majority of the masters, or none
+-- (lockset.lua says the rest).
+-- syntax: set, err, kind = client:acquire_all(names, opts)
+function RedlockClient:acquire_all(names, opts)
+  return lockset.acquire_all(self, names, opts, RSET)
+end
 
 --- What each master says about `name`: held when a majority has the same
 -- token. { held =, ttl = (the shortest among those), token =, holder =,
@@ -294,7 +372,7 @@ function RedlockClient:release_token(name, token)
   local had, all, results = release_all(self, self._keys_of(name).lock, token)
   if had > 0 then return true end
   if not all then return errors.fail(first_error(results)) end
-  return nil, "not held", "not held"
+  return errors.not_held(name)
 end
 
 -- (admin's: inspect, then release_token on the token a majority holds)
@@ -307,7 +385,7 @@ function RedlockLock:extend(ttl)
   local client = self._client
   client:_open()
   client:poll()
-  if self._state ~= "held" or self._pid ~= core.getpid() then return nil, "not held", "not held" end
+  if self._state ~= "held" or self._pid ~= core.getpid() then return errors.not_held(self.name) end
   local t0 = monotime()
   local results = fanout(client._conn, client._masters, client:master_timeout(ttl), client._quorum, "extend",
     self._keys.lock, self.token, ttl_ms(ttl))
@@ -322,7 +400,7 @@ function RedlockLock:extend(ttl)
   end
   if answered - yes > #results - client._quorum then
     self:_lose("not held")
-    return nil, "not held", "not held"
+    return errors.not_held(self.name)
   end
   return errors.fail(string.format("quorum: extend reached only %d of %d masters (a majority is %d)", yes,
     #results, client._quorum))
@@ -333,8 +411,8 @@ function RedlockLock:release()
   local client = self._client
   client:_open()
   client:poll()
-  if self._state == "released" then return nil, "not held", "not held" end
-  if self._pid ~= core.getpid() then return nil, "not held", "not held" end
+  if self._state == "released" then return errors.not_held(self.name) end
+  if self._pid ~= core.getpid() then return errors.not_held(self.name) end
   if self._watch then
     self._watch:unwatch()
     self._watch = nil
@@ -349,7 +427,7 @@ function RedlockLock:release()
   self._expires = math.min(self._expires, monotime())
   if had == 0 then
     self.lost_reason = self.lost_reason or "not held"
-    return nil, "not held", "not held"
+    return errors.not_held(self.name)
   end
   metrics.released(self)   -- [metrics]
   return true

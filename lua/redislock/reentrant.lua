@@ -93,6 +93,7 @@ local REENTRANT = {
   key = "lock",
   renew = "extend",
   auto_spin = true,
+  mutex = true,
 }
 _M.REENTRANT = REENTRANT
 

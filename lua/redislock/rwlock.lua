@@ -10,13 +10,21 @@
 -- keeps new readers out, so the readers in place drain and the writer gets
 -- its turn however many readers keep arriving. Readers can in turn wait
 -- behind a stream of writers. A reader that asks for a second read share
--- while a writer waits waits too: read shares are not reentrant.
+-- while a writer waits waits too: read shares are not reentrant, unless
+-- the rwlock is (client:rwlock(name, {reentrant = true})): then its owner
+-- (a token, as reentrant locks have) writes again, counted; reads while it
+-- writes (a downgrade); reads again whatever waits; and never upgrades a
+-- read to a write (refused at once). Each hold is renewed by its own
+-- watchdog registration.
 
 local checks = require "redislock.checks"
 local keysmod = require "redislock.keys"
 local lockmod = require "redislock.lock"
 local shares = require "redislock.shares"
 local admin = require "redislock.admin"
+local engine = require "redislock.engine"
+local errors = require "redislock.errors"
+local reentrant = require "redislock.reentrant"
 checks.own(debug.getinfo(1, "S").source)
 
 local ttl_ms = lockmod.ttl_ms
@@ -114,6 +122,81 @@ function WRITE.give_up(rec, how)
     keys.writers_waiting, keys.writers_signal, keys.reader_holders, rec.token, "key", "all", "none")
 end
 
+-- The reentrant kinds: one owner token for every hold, its entries
+-- counted in Redis; a hold names the grant it belongs to (the writer's
+-- fence, a read share's grant), so that a hold of a lost grant never
+-- releases a newer one.
+local function release_reentrant(client, keys, token, what, grant)
+  return client._conn:script("rw_release_reentrant", keys.writer, keys.readers, keys.writer_grant,
+    keys.reader_counts, keys.reader_holders, keys.readers_waiting, keys.readers_signal, keys.writers_waiting,
+    keys.writers_signal, token, what, string.format("%.0f", grant or 0))
+end
+
+local READ_RE = { key = "readers", renew = "zset_renew", extend = READ.extend, signal = READ.signal }
+_M.READ_RE = READ_RE
+
+function READ_RE.release(client, keys, token, grant)
+  return release_reentrant(client, keys, token, "read", grant)
+end
+
+function READ_RE.try(rec, t0)
+  local client, keys = rec.client, rec.keys
+  local ch = client._conn
+  ch:deadline(rec.deadline)
+  local r, err = ch:script("rw_read_reentrant", keys.writer, keys.readers, keys.marker, keys.readers_waiting,
+    keys.reader_holders, keys.reader_counts, rec.token, ttl_ms(rec.ttl), block_ms(rec, t0),
+    client._fence_ttl_ms, rec.label)
+  if not r then return nil, err end
+  if r[1] ~= 1 then return nil, "busy", r[2] end
+  -- (the grant rides as the engine's fence, and is kept as _grant)
+  return engine.grant(rec, r[2], t0, rec.ttl)
+end
+
+function READ_RE.granted(_, lock)
+  lock._grant, lock.fence = lock.fence, nil
+end
+
+local WRITE_RE = { key = "writer", renew = "extend", heartbeat = WRITE.heartbeat, signal = WRITE.signal }
+_M.WRITE_RE = WRITE_RE
+
+function WRITE_RE.extend(ch, keys, token, ms, fence)
+  return ch:script("extend_reentrant", keys.writer, keys.writer_grant, token, ms, string.format("%.0f", fence))
+end
+
+function WRITE_RE.release(client, keys, token, fence)
+  return release_reentrant(client, keys, token, "write", fence)
+end
+
+function WRITE_RE.try(rec, t0)
+  local client, keys = rec.client, rec.keys
+  local ch = client._conn
+  rec.upgrade = false
+  ch:deadline(rec.deadline)
+  local r, err = ch:script("rw_write_reentrant", keys.writer, keys.readers, keys.marker, keys.fence,
+    keys.writers_waiting, keys.writer_holder, keys.writer_grant, rec.token, ttl_ms(rec.ttl), block_ms(rec, t0),
+    client._fence_ttl_ms, WRITER_MARKER_MS, rec.label)
+  if not r then return nil, err end
+  if r[1] ~= 1 then
+    rec.upgrade = r[2] == -3
+    return nil, "busy", r[2] >= 0 and r[2] or nil
+  end
+  return engine.grant(rec, r[2], t0, rec.ttl)
+end
+
+-- An owner that reads asks to write: no wait can end that (its own share
+-- keeps the writer out), so the call ends at once (redislock.engine).
+function WRITE_RE.mine(rec)
+  if rec.upgrade then
+    return errors.about("busy", rec.name, "is read by this owner: a reader never upgrades to a writer")
+  end
+end
+
+-- Gave up: take our marker back (a call cut short leaves what it may have
+-- got to its lease: which grant it was is not known here).
+function WRITE_RE.give_up(rec, how)
+  if how ~= "raised" then WRITE.give_up(rec) end
+end
+
 local RWLock = {}
 RWLock.__index = RWLock
 _M.RWLock = RWLock
@@ -123,37 +206,75 @@ _M.RWLock = RWLock
 -- syntax: lock, err = rw:read({ttl=30, wait=0, watchdog=true, on_lost=fn,
 --           max_hold=nil, notify=true, spin=0})
 -- err: "busy" (tried once), "timeout" (waited), or a connection error.
+-- The owner of a reentrant rwlock's holds: drawn again in a fork child
+-- (reentrant.owner), so that a child never enters its parent's holds.
+local function owner_of(rw)
+  if not rw._reentrant then return nil end
+  return rw._owner or reentrant.owner(rw._client)
+end
+
 function RWLock:read(opts)
-  return shares.acquire(self, "read", opts, READ)
+  local owner = owner_of(self)
+  return shares.acquire(self, "read", opts, owner and READ_RE or READ, owner)
 end
 
 --- The write side: a lock object like acquire's, with a fence that grows
 -- with every writer's grant.
 -- syntax: lock, err = rw:write({ttl=30, wait=0, ...same as read})
 function RWLock:write(opts)
-  return shares.acquire(self, "write", opts, WRITE)
+  local owner = owner_of(self)
+  return shares.acquire(self, "write", opts, owner and WRITE_RE or WRITE, owner)
+end
+
+--- Removes the writer and every reader, whoever holds them (an operator's
+-- tool, as client:break_lock is for a lock), and wakes every waiter. The
+-- holders learn it at their next renewal (on_lost, "not held").
+-- syntax: ok, err, kind = rw:break_lock()
+-- err: "not held: NAME" when nobody held it.
+function RWLock:break_lock()
+  local client = self._client
+  local k = self._keys
+  client:_open()
+  client:poll()
+  local r, err, kind = client._conn:script("rw_break", k.writer, k.readers, k.marker, k.writer_grant,
+    k.reader_counts, k.reader_holders, k.readers_waiting, k.readers_signal, k.writers_waiting, k.writers_signal)
+  if not r then return errors.fail(err, kind) end
+  if r ~= 1 then return errors.not_held(self.name) end
+  return true
 end
 
 --- What Redis says about the lock now (one round trip): { readers = n,
--- writer = bool, writer_waiting = bool, waiters = n, holders = { {kind =
+-- writer = bool, writer_waiting = bool, waiters = n, writes = the writer's
+-- entries (a reentrant writer's count; 0 or 1 otherwise), reads = the
+-- readers' entries (each reentrant owner's counted), holders = { {kind =
 -- "write" | "read", holder =, since =, held_for =, ttl =}, ... } } (the
 -- writer first, then each reader; see client:inspect for the fields).
 -- syntax: info, err, kind = rw:inspect()
 function RWLock:inspect()
   local rows, waiters, r = admin.rw_holders(self._client, self.name)
   if not rows then return nil, waiters, r end
-  return { readers = r[6], writer = r[1] ~= -2, writer_waiting = r[5] == 1, waiters = waiters, holders = rows }
+  return { readers = r[6], writer = r[1] ~= -2, writer_waiting = r[5] == 1, waiters = waiters, holders = rows,
+    writes = r[10], reads = r[11] }
 end
 
 function RWLock:__tostring()
   return string.format("redislock.rwlock (%s)", self.name:sub(1, 64))
 end
 
---- client:rwlock: a read-write lock over `name` (no round trip).
-function _M.new(client, name)
+--- client:rwlock: a read-write lock over `name` (no round trip); with
+-- reentrant = true, held per owner (opts.owner, or the client's).
+function _M.new(client, name, opts)
   checks.check_name("rwlock", name)
+  opts = checks.check_options("rwlock", opts, { reentrant = true, owner = true })
+  checks.check_type("rwlock", "reentrant", opts.reentrant, "boolean", true)
+  if opts.owner ~= nil then
+    if not opts.reentrant then checks.argerror("rwlock", "owner", "only with reentrant = true") end
+    checks.check_string("rwlock", "owner", opts.owner)
+    if #opts.owner >= 64 then checks.argerror("rwlock", "owner", "at most 63 bytes") end
+  end
   client:_open()
-  return setmetatable({ name = name, _client = client, _keys = keysmod.rwlock(client._prefix, name) }, RWLock)
+  return setmetatable({ name = name, _client = client, _keys = keysmod.rwlock(client._prefix, name),
+    _reentrant = opts.reentrant or false, _owner = opts.owner }, RWLock)
 end
 
 return _M

@@ -7,10 +7,15 @@
 -- wakes one waiter; a waiter also wakes when the first lease would end.
 --
 -- The limit: the latest client:semaphore(name, permits) stores it, and it
--- is in force for every client from then on. Raising it lets waiters in at
--- their next attempt; lowering it revokes no permit: the ones above the new
--- limit stay valid until released or expired, and no new one is granted
--- until the count is below the limit.
+-- is in force for every client from then on (with if_absent, only when
+-- none is stored; client:semaphore(name) opens one with it). Raising it
+-- wakes as many waiters as it frees permits; lowering it revokes no
+-- permit: the ones above the new limit stay valid until released or
+-- expired, and no new one is granted until the count is below the limit.
+--
+-- sem:acquire{permits = n} takes n at once, all or none, as one permit
+-- object: n members of the set under one token that says n (one lease,
+-- one renewal, one release; lua/redislock/scripts/lib/permit_members.lua).
 
 local checks = require "redislock.checks"
 local keysmod = require "redislock.keys"
@@ -18,6 +23,7 @@ local lockmod = require "redislock.lock"
 local shares = require "redislock.shares"
 local admin = require "redislock.admin"
 local errors = require "redislock.errors"
+local options = require "redislock.options"
 checks.own(debug.getinfo(1, "S").source)
 
 local ttl_ms = lockmod.ttl_ms
@@ -30,6 +36,7 @@ local MAX_PERMITS = 2 ^ 31 - 1
 local PERMIT = {
   key = "permits",
   renew = "zset_renew",
+  options = options.PERMIT,
 }
 _M.PERMIT = PERMIT
 
@@ -38,8 +45,7 @@ function PERMIT.extend(ch, keys, token, ms)
 end
 
 function PERMIT.release(client, keys, token)
-  return client._conn:script("release_share", keys.permits, keys.waiting, keys.signal,
-    keys.waiting, keys.signal, keys.holders, token, "member", "one", "none")
+  return client._conn:script("sem_release", keys.permits, keys.waiting, keys.signal, keys.holders, token)
 end
 
 function PERMIT.try(rec, t0)
@@ -53,9 +59,10 @@ function PERMIT.try(rec, t0)
   return shares.verdict(rec, r, t0)
 end
 
--- (how many permits were in use with this one)
+-- (how many permits were in use with this one, and how many it holds)
 function PERMIT.granted(rec, permit)
   permit.in_use = rec.in_use
+  permit.permits = rec.opts.permits or 1
 end
 
 function PERMIT.signal(rec)
@@ -72,12 +79,30 @@ Semaphore.__index = Semaphore
 _M.Semaphore = Semaphore
 
 --- Takes a permit: a lock object (release, extend, held, lease_end,
--- on_lost; fence nil); permit.in_use says how many were in use with it.
+-- on_lost; fence nil); permit.in_use says how many were in use with it,
+-- permit.permits how many it holds (opts.permits, all or none).
 -- syntax: permit, err = sem:acquire({ttl=30, wait=0, watchdog=true,
---           on_lost=fn, max_hold=nil, notify=true, spin=0})
+--           on_lost=fn, max_hold=nil, notify=true, spin=0, permits=1})
 -- err: "busy" (tried once), "timeout" (waited), or a connection error.
 function Semaphore:acquire(opts)
   return shares.acquire(self, "acquire", opts, PERMIT)
+end
+
+--- Releases the permit whose token is `id` (permit.token), whoever holds
+-- it: an operator's tool, as client:release_token is for locks. Its
+-- holder learns it at its next renewal (on_lost, "not held").
+-- syntax: ok, err, kind = sem:release_permit(id)
+-- err: "not held: NAME" when no such permit is held.
+function Semaphore:release_permit(id)
+  checks.check_string("release_permit", "id", id)
+  if #id > 80 then checks.argerror("release_permit", "id", "at most 80 bytes") end
+  local client = self._client
+  client:_open()
+  client:poll()
+  local r, err, kind = PERMIT.release(client, self._keys, id)
+  if not r then return errors.fail(err, kind) end
+  if r ~= 1 then return errors.not_held(self.name) end
+  return true
 end
 
 --- What Redis says now (one round trip): { limit = permits in force,
@@ -95,17 +120,32 @@ function Semaphore:__tostring()
 end
 
 --- client:semaphore: a counting semaphore of `permits` over `name`; stores
--- the limit (one round trip).
-function _M.new(client, name, permits)
+-- the limit (one round trip): always, or with if_absent only when none is
+-- stored; without permits, opens it with the limit stored (an error,
+-- kind "absent", when there is none). sem.permits is the limit in force.
+function _M.new(client, name, permits, opts)
   checks.check_name("semaphore", name)
-  checks.check_integer("semaphore", "permits", permits, 1, MAX_PERMITS)
+  if permits ~= nil then checks.check_integer("semaphore", "permits", permits, 1, MAX_PERMITS) end
+  opts = checks.check_options("semaphore", opts, { if_absent = true })
+  checks.check_type("semaphore", "if_absent", opts.if_absent, "boolean", true)
+  if opts.if_absent and permits == nil then
+    checks.argerror("semaphore", "permits", "if_absent needs the limit to store")
+  end
   local ch = client:_open()
   client:poll()
   local keys = keysmod.semaphore(client._prefix, name)
-  local r, err, kind = ch:script("sem_limit", keys.permits, keys.limit, string.format("%d", permits),
-    client._keep_ms)
+  local r, err, kind = ch:script("sem_limit", keys.permits, keys.limit, keys.waiting, keys.signal,
+    permits and string.format("%d", permits) or "", client._keep_ms, opts.if_absent and "nx" or "")
   if not r then return errors.fail(err, kind) end
-  return setmetatable({ name = name, permits = permits, _client = client, _keys = keys }, Semaphore)
+  local limit = r[1]
+  if limit < 0 then
+    if permits then limit = permits   -- (stored, and gone already: a fence_ttl this short)
+    else
+      return nil, errors.about("absent", name, "has no stored limit: client:semaphore(name, permits) stores one"),
+        "absent"
+    end
+  end
+  return setmetatable({ name = name, permits = limit, _client = client, _keys = keys }, Semaphore)
 end
 
 return _M

@@ -43,13 +43,18 @@ end
 -- token for the call, attempts until taken or `wait` passed.
 -- owner: the rwlock or semaphore (its _client, _keys, name, permits);
 -- kind: the share's (rwlock.lua, semaphore.lua).
--- syntax: lock, err, kind = shares.acquire(owner, fname, opts, kind)
-function _M.acquire(owner, fname, opts, kind)
+-- owner_token: a reentrant rwlock's owner (nil: a token of the call's own).
+-- syntax: lock, err, kind = shares.acquire(owner, fname, opts, kind, owner_token)
+function _M.acquire(owner, fname, opts, kind, owner_token)
   local ttl, wait
-  opts, ttl, wait = options.settings(fname, owner.name, opts, options.SHARE)
+  opts, ttl, wait = options.settings(fname, owner.name, opts, kind.options or options.SHARE)
   local client = owner._client
   poll(client)   -- (raises once the client is closed)
-  local token = assert(core.token())
+  -- (a reentrant rwlock's: its owner's, whose entries Redis counts)
+  local token = owner_token or assert(core.token())
+  -- n permits at once: one token for them all, which says how many
+  -- (lua/redislock/scripts/lib/permit_members.lua)
+  if opts.permits and opts.permits > 1 then token = token .. "*" .. string.format("%d", opts.permits) end
   local label = holdermod.label(client, opts.holder, token, fname)
   local rec = engine.record(client, kind, owner.name, owner._keys, opts, ttl, wait)
   rec.token, rec.label = token, label

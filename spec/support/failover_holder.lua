@@ -64,12 +64,12 @@ while true do
     end
   end
   if pending then
-    local g, err = client:acquire(pending[1], { ttl = 10, wait = 0 })
+    local g, err, kind = client:acquire(pending[1], { ttl = 10, wait = 0 })
     if g then
       grants[#grants + 1] = g
       say("grant %.6f %s %s", core.monotime(), g._keys.lock, g.token)
       pending = nil
-    elseif err == "busy" or core.monotime() > pending[2] then
+    elseif kind == "busy" or core.monotime() > pending[2] then
       say("grantfail %.6f %s", core.monotime(), (tostring(err):gsub("\n", " ")))
       pending = nil
     end

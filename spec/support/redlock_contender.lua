@@ -54,13 +54,13 @@ else
   local attempts, errors = 0, 0
   while core.monotime() < stop_at do
     local t_start = core.monotime()
-    local ok, l, err = pcall(client.acquire, client, name, { ttl = ttl, wait = 0, watchdog = false })
+    local ok, l, _, kind = pcall(client.acquire, client, name, { ttl = ttl, wait = 0, watchdog = false })
     local t_got = core.monotime()
     attempts = attempts + 1
     if ok and l then
       say("grant", stamp(t_start), stamp(t_got))
       pcall(l.release, l)
-    elseif not ok or err ~= "busy" then
+    elseif not ok or kind ~= "busy" then
       errors = errors + 1
     end
   end

@@ -58,6 +58,10 @@ static const struct case_ cases[] = {
     {"acquire", "*-1\r\n", 0},
     {"acquire", "*0\r\n", 0},
     {"acquire", "$2\r\nOK\r\n", 0},
+    {"acquire_all", "*2\r\n:1\r\n*2\r\n:7\r\n:8\r\n", 1},
+    {"acquire_all", "*3\r\n:0\r\n:2\r\n:900\r\n", 1},
+    {"acquire_all", "*5\r\n:0\r\n:2\r\n:900\r\n$1\r\nx\r\n:12\r\n", 1},
+    {"acquire_all", "*2\r\n:1\r\n:7\r\n", 0},
     {"acquire_fair", "*3\r\n:1\r\n:7\r\n:900\r\n", 1},
     {"acquire_fair", "*2\r\n:0\r\n:-2\r\n", 1},
     {"acquire_fair", "*4\r\n:0\r\n:5000\r\n$1\r\nx\r\n:12\r\n", 0},
@@ -89,8 +93,13 @@ static const struct case_ cases[] = {
     {"inspect", "*7\r\n$-1\r\n:-2\r\n$-1\r\n$-1\r\n$-1\r\n$-1\r\n:0\r\n", 1},
     {"inspect", "*7\r\n$3\r\ntok\r\n:900\r\n$2\r\n17\r\n$1\r\nl\r\n$2\r\n12\r\n:3\r\n:1\r\n", 1},
     {"inspect", "*6\r\n$-1\r\n:-2\r\n$-1\r\n$-1\r\n$-1\r\n$-1\r\n", 0},
-    {"rw_inspect", "*9\r\n:-2\r\n$-1\r\n$-1\r\n$-1\r\n:0\r\n:0\r\n*0\r\n:0\r\n:0\r\n", 1},
-    {"rw_inspect", "*9\r\n:-2\r\n$-1\r\n$-1\r\n$-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n", 0},
+    {"rw_inspect", "*11\r\n:-2\r\n$-1\r\n$-1\r\n$-1\r\n:0\r\n:0\r\n*0\r\n:0\r\n:0\r\n:0\r\n:0\r\n", 1},
+    {"rw_inspect", "*11\r\n:-2\r\n$-1\r\n$-1\r\n$-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n", 0},
+    {"rw_inspect", "*9\r\n:-2\r\n$-1\r\n$-1\r\n$-1\r\n:0\r\n:0\r\n*0\r\n:0\r\n:0\r\n", 0},
+    {"rw_write_reentrant", "*3\r\n:1\r\n:7\r\n:2\r\n", 1},
+    {"rw_write_reentrant", "*2\r\n:0\r\n:-3\r\n", 1},
+    {"rw_release_reentrant", ":2\r\n", 1},
+    {"rw_break", ":1\r\n", 1},
     {"sem_inspect", "*4\r\n:-1\r\n:0\r\n*4\r\n$-1\r\n$-1\r\n$-1\r\n:5\r\n:0\r\n", 1},
     {"sem_limit", "*2\r\n:3\r\n:0\r\n", 1},
     {"rw_read", "*1\r\n:1\r\n", 1},
@@ -100,6 +109,10 @@ static const struct case_ cases[] = {
     {"dequeue", ":0\r\n", 0},
     {"redlock_ping", ":1\r\n", 1},
     {"zset_renew", ":0\r\n", 1},
+    {"extend_all", ":1\r\n", 1},
+    {"extend_all", ":2\r\n", 0},
+    {"sem_release", ":0\r\n", 1},
+    {"sem_release", "*1\r\n:1\r\n", 0},
 };
 
 /* Every shape: forms of one code or a bracketed list of codes, by '|'. */
@@ -162,11 +175,17 @@ static int machine(const script_def *s, redisReply *r, redisReply **answer, char
     exec_conn xc;
     const char *args[8] = {"k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8"};
     size_t lens[8] = {2, 2, 2, 2, 2, 2, 2, 2};
+    /* (a variadic script: its key count first, then one key) */
+    const char *vargs[2] = {"1", "k1"};
+    size_t vlens[2] = {1, 2};
     int peer, step;
     memset(&xc, 0, sizeof xc);
     xc.c = conn_pair(0, &peer);
     xc.gen = xc.c->gen;
-    exec_init(&x, s, s->nkeys > 8 ? 8 : s->nkeys, args, lens, "k1", 2, 0, 0, 1000, 0);
+    if (s->nkeys < 0)
+        exec_init(&x, s, 2, vargs, vlens, "k1", 2, 0, 0, 1000, 0);
+    else
+        exec_init(&x, s, s->nkeys > 8 ? 8 : s->nkeys, args, lens, "k1", 2, 0, 0, 1000, 0);
     if (exec_write(&x, &xc) != 0) abort();
     step = exec_reply(&x, &xc, r);
     *answer = step == EXEC_DONE ? exec_take_answer(&x) : NULL;

@@ -86,6 +86,19 @@ local function http_lines(port, redis_url, redis_port)
         ngx.say(tostring(l:release()))
       }
     }
+    # one request taking the same name twice (issue 32 point 3)
+    location /c/twice {
+      content_by_lua_block {
+        CCLIENT = CCLIENT or assert(redislock.connect { url = URL, transport = "cosocket" })
+        local name = ngx.var.arg_name
+        local first = assert(CCLIENT:acquire(name, { ttl = 5 }))
+        local t0 = ngx.now()
+        local again, err = CCLIENT:acquire(name, { wait = 2 })
+        ngx.update_time()
+        first:release()
+        ngx.say(tostring(again), " ", err, " ", string.format("%%.1f", ngx.now() - t0))
+      }
+    }
     location /c/fenced_set {
       content_by_lua_block {
         local a = ngx.req.get_uri_args()
@@ -192,13 +205,29 @@ describe("inside nginx (LuaJIT)", function()
         end)
     end
 
+    it("one client, shared by the worker's requests: a request waits for another's lock, "
+      .. "and one that takes its own again is refused at once", function()
+      assert.equal("nil busy: twice already held by this client 0.0", nginx:get("/c/twice?name=twice"))
+      -- a lock taken in one request, kept past it, is another request's
+      -- to wait for, as any rival's
+      assert.matches("^fence", nginx:get("/c/acquire?name=across&ttl=5"))
+      local waiter = helpers.spawn("exec curl -s " .. helpers.quote(base .. "/c/acquire?name=across&ttl=5&wait=5"))
+      assert(helpers.wait_until(function()
+        return admin:command("CLIENT", "LIST"):find(" flags=b ", 1, true)
+      end, 5, 0.005), "the second request never waited: " .. waiter:stdout())
+      assert.equal("true", nginx:get("/release?name=across"))
+      assert.equal(0, waiter:wait(10))
+      assert.matches("^fence %d+", waiter:stdout())
+      assert.equal("true", nginx:get("/release?name=across"))
+    end)
+
     it("a woken waiter's attempt rides with its BLPOP: the releaser's retake at once is refused", function()
       local redislock = require "redislock"
       local me = assert(redislock.connect { url = srv.url })
       local name = "co-retake"
       local held = assert(me:acquire(name, { ttl = 10 }))
       -- the worker's wait transport is made by a first, plain wait
-      assert.equal("failed timeout", nginx:get("/c/acquire?name=" .. name .. "&ttl=5&wait=0.05"))
+      assert.matches("^failed timeout: co%-retake ", nginx:get("/c/acquire?name=" .. name .. "&ttl=5&wait=0.05"))
       for _ = 1, 4 do
         local waiter = helpers.spawn("exec curl -s " .. helpers.quote(base .. "/c/acquire?name=" .. name ..
           "&ttl=5&wait=5"))
@@ -236,7 +265,7 @@ describe("inside nginx (LuaJIT)", function()
       local url = "unix://:s3cret@" .. other.path .. "?db=2"
       local function esc(x) return (x:gsub("[^%w]", function(ch) return ("%%%02X"):format(ch:byte()) end)) end
       assert(watch:command("SET", "{sock}", "someone"))  -- held in db 2: must be busy
-      assert.equal("failed busy", nginx:get("/c/acquire_url?name=sock&url=" .. esc(url)))
+      assert.equal("failed busy: sock", nginx:get("/c/acquire_url?name=sock&url=" .. esc(url)))
       assert(watch:command("DEL", "{sock}"))
       assert.equal("true", nginx:get("/c/acquire_url?name=sock&url=" .. esc(url)))
       assert.equal("1", watch:command("GET", "{sock}:fence"):sub(1, 1))
@@ -359,7 +388,7 @@ describe("docs/nginx.md's nginx.conf", function()
     for _ = 1, 2 do
       local code, body = get("/report")
       assert.equal(409, code)
-      assert.equal("timeout", body)
+      assert.equal("timeout: report not taken within ", body:match("^.* within "))
     end
     assert.is_true(helpers.monotime() - t0 >= 4)
     assert.is_true(held:release())

@@ -7,12 +7,14 @@
 -- KEYS[1] permits (token -> lease end, ms), KEYS[2] the limit, KEYS[3]
 -- waiting clients (token -> until when it blocks, ms), KEYS[4] the permits'
 -- holders (token -> "<since us> <label>", as rw_read.lua's readers)
--- ARGV[1] token, ARGV[2] lease in ms, ARGV[3] how long (ms) the caller will
+-- ARGV[1] token ("<random>*n" for n permits at once: permit_members.lua),
+-- ARGV[2] lease in ms, ARGV[3] how long (ms) the caller will
 -- block for a wakeup if it is not taken (0: it will not), ARGV[4] the limit
 -- when none is stored, ARGV[5] how long (ms) the holders' hash lives after
 -- a grant, ARGV[6] the holder's label ("" for none)
 -- Returns {1, in_use} when taken, {0, ms} when not (ms: until the first
--- lease ends).
+-- lease ends). n permits are taken all at once or none.
+--@splice permit_members
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -24,18 +26,20 @@ if #over > 0 then
 end
 local limit = tonumber(redis.call('GET', KEYS[2]) or ARGV[4])
 local in_use = redis.call('ZCARD', KEYS[1])
-if in_use < limit then
+local members = permit_members(ARGV[1])
+if members and in_use + #members <= limit then
   local lease = tonumber(ARGV[2])
-  redis.call('ZADD', KEYS[1], now + lease, ARGV[1])
+  for _, m in ipairs(members) do redis.call('ZADD', KEYS[1], now + lease, m) end
   if redis.call('PTTL', KEYS[1]) < lease then
     redis.call('PEXPIRE', KEYS[1], lease)
   end
   redis.call('ZREM', KEYS[3], ARGV[1])
   if ARGV[6] ~= '' then
-    redis.call('HSET', KEYS[4], ARGV[1], t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. ARGV[6])
+    local entry = t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. ARGV[6]
+    for _, m in ipairs(members) do redis.call('HSET', KEYS[4], m, entry) end
     if redis.call('PTTL', KEYS[4]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[4], ARGV[5]) end
   end
-  return {1, in_use + 1}
+  return {1, in_use + #members}
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local wait = first[2] and (tonumber(first[2]) - now) or -1

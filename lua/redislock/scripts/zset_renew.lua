@@ -2,18 +2,25 @@
 -- read-write lock, a permit of a semaphore): compare-and-expire on the
 -- server's clock. A member whose lease already ran out is never brought
 -- back: its share may have been given to someone else.
+-- n permits taken at once (token "<random>*n", permit_members.lua) are n
+-- members: all are renewed, or none when one is gone.
 -- KEYS[1] the set (member -> lease end, ms of the server's clock)
 -- ARGV[1] the member's token, ARGV[2] the lease in milliseconds
 -- Returns 1 when renewed, 0 when the member is gone or its lease is over.
+--@splice permit_members
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ends = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]) or '0')
-if ends <= now then
-  return 0
+local members = permit_members(ARGV[1])
+if not members then return 0 end
+for _, m in ipairs(members) do
+  local ends = tonumber(redis.call('ZSCORE', KEYS[1], m) or '0')
+  if ends <= now then
+    return 0
+  end
 end
 local lease = tonumber(ARGV[2])
-redis.call('ZADD', KEYS[1], now + lease, ARGV[1])
+for _, m in ipairs(members) do redis.call('ZADD', KEYS[1], now + lease, m) end
 -- the set lives as long as its longest lease
 if redis.call('PTTL', KEYS[1]) < lease then
   redis.call('PEXPIRE', KEYS[1], lease)

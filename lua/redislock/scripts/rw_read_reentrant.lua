@@ -1,0 +1,62 @@
+-- rw_read_reentrant: take a read share of a read-write lock as an owner
+-- that may take it again (client:rwlock(name, {reentrant = true})): the
+-- owner's share is one member of the readers' set, its token the owner's,
+-- and its entries are counted. The owner enters again whatever waits
+-- (writer preference would have it wait for a writer that waits for it),
+-- and the writer may read while it writes (a downgrade).
+-- KEYS[1] writer key, KEYS[2] readers (token -> lease end, ms), KEYS[3]
+-- writer-waiting marker, KEYS[4] waiting readers (token -> until when it
+-- blocks, ms), KEYS[5] the readers' holders, KEYS[6] the readers' counts
+-- (owner -> n, owner .. ':g' -> the grant: when it was made, µs; no ttl:
+-- a fresh grant overwrites an entry left by a share that ran out)
+-- ARGV[1] owner token, ARGV[2] lease in ms, ARGV[3] how long (ms) the
+-- caller will block for a wakeup if it is not taken (0: it will not),
+-- ARGV[4] how long (ms) the holders' hash lives after a grant, ARGV[5] the
+-- holder's label ("" for none)
+-- Returns {1, grant, n} when taken (n 1) or entered again, {0, ms} when
+-- not (as rw_read.lua).
+if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local over = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
+if #over > 0 then
+  redis.call('HDEL', KEYS[5], unpack(over))
+  for _, m in ipairs(over) do redis.call('HDEL', KEYS[6], m, m .. ':g') end
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+end
+local lease = tonumber(ARGV[2])
+local grant = redis.call('HGET', KEYS[6], ARGV[1] .. ':g')
+if redis.call('ZSCORE', KEYS[2], ARGV[1]) and grant then
+  local n = redis.call('HINCRBY', KEYS[6], ARGV[1], 1)
+  if tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1])) < now + lease then
+    redis.call('ZADD', KEYS[2], now + lease, ARGV[1])
+    if redis.call('PTTL', KEYS[2]) < lease then redis.call('PEXPIRE', KEYS[2], lease) end
+  end
+  return {1, tonumber(grant), n}
+end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  local blocked = redis.call('PTTL', KEYS[1])
+  if blocked == -2 then blocked = redis.call('PTTL', KEYS[3]) end
+  if blocked ~= -2 then
+    local block_ms = tonumber(ARGV[3])
+    if block_ms > 0 then
+      redis.call('ZADD', KEYS[4], now + block_ms + 1000, ARGV[1])
+      if redis.call('PTTL', KEYS[4]) < block_ms + 1000 then
+        redis.call('PEXPIRE', KEYS[4], block_ms + 1000)
+      end
+    end
+    return {0, blocked}
+  end
+end
+redis.call('ZADD', KEYS[2], now + lease, ARGV[1])
+if redis.call('PTTL', KEYS[2]) < lease then
+  redis.call('PEXPIRE', KEYS[2], lease)
+end
+redis.call('ZREM', KEYS[4], ARGV[1])
+grant = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+redis.call('HSET', KEYS[6], ARGV[1], 1, ARGV[1] .. ':g', grant)
+if ARGV[5] ~= '' then
+  redis.call('HSET', KEYS[5], ARGV[1], t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. ARGV[5])
+  if redis.call('PTTL', KEYS[5]) < tonumber(ARGV[4]) then redis.call('PEXPIRE', KEYS[5], ARGV[4]) end
+end
+return {1, tonumber(grant), 1}

@@ -1,0 +1,61 @@
+-- rw_write_reentrant: take the write side of a read-write lock as an owner
+-- that may take it again (client:rwlock(name, {reentrant = true})): the
+-- writer key holds the owner's token, and the grant's entries are counted
+-- as a reentrant lock's (acquire_reentrant.lua). An owner that reads
+-- without writing is refused at once: a reader never upgrades (it would
+-- wait for its own share). Otherwise as rw_write.lua.
+-- KEYS[1] writer key, KEYS[2] readers, KEYS[3] writer-waiting marker,
+-- KEYS[4] fence counter, KEYS[5] waiting writers, KEYS[6] the writer's
+-- holder record, KEYS[7] the grant (hash: n, fence; no ttl: it lives as
+-- long as the writer key, deleted with it, overwritten by a fresh grant)
+-- ARGV[1] owner token, ARGV[2] lease in ms, ARGV[3] how long (ms) the
+-- caller will block for a wakeup if it is not taken (0: it will not),
+-- ARGV[4] fence_ttl in ms, ARGV[5] the marker's life in ms, ARGV[6] the
+-- holder's label ("" for none)
+-- Returns {1, fence, n} when taken (n 1) or entered again, {0, ms} when
+-- not, {0, -3} when the owner reads and does not write.
+if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+--@splice next_fence
+--@splice record_holder
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  local f = redis.call('HGET', KEYS[7], 'fence')
+  if f then
+    local n = redis.call('HINCRBY', KEYS[7], 'n', 1)
+    if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+      redis.call('PEXPIRE', KEYS[1], ARGV[2])
+      redis.call('PEXPIRE', KEYS[6], ARGV[2])   -- (the record lives as the lock)
+    end
+    return {1, tonumber(f), n}
+  end
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+  return {0, -3}
+end
+local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if #first == 0 and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
+  redis.call('ZREM', KEYS[5], ARGV[1])
+  local t = redis.call('TIME')
+  record_holder(KEYS[6], t, ARGV[1], ARGV[6], ARGV[2])
+  local f = next_fence(KEYS[4], t, ARGV[4])
+  redis.call('DEL', KEYS[7])
+  redis.call('HSET', KEYS[7], 'n', 1, 'fence', string.format('%.0f', f))
+  return {1, f, 1}
+end
+if not redis.call('SET', KEYS[3], ARGV[1], 'NX', 'PX', ARGV[5]) and
+    redis.call('GET', KEYS[3]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[3], ARGV[5])
+end
+local wait = redis.call('PTTL', KEYS[1])
+if wait < 0 and #first > 0 then wait = tonumber(first[2]) - now end
+local block_ms = tonumber(ARGV[3])
+if block_ms > 0 then
+  redis.call('ZADD', KEYS[5], now + block_ms + 1000, ARGV[1])
+  if redis.call('PTTL', KEYS[5]) < block_ms + 1000 then
+    redis.call('PEXPIRE', KEYS[5], block_ms + 1000)
+  end
+end
+return {0, wait}
