@@ -94,6 +94,21 @@ describe("fences", function()
       assert.is_true(w:release())
       assert.same({}, admin:command("KEYS", "{" .. name .. "}:rw"))
       assert.same({}, admin:command("KEYS", "{" .. name .. "}:rw:holder"))
+      -- a set (acquire_all): its holder records renewed with it, gone with it
+      local a, b = fresh(), fresh()
+      local set = assert(c:acquire_all({ a, b }, { ttl = 1, watchdog = false }))
+      for _, n in ipairs({ a, b }) do
+        local pttl = admin:command("PTTL", "{" .. n .. "}:holder")
+        assert.is_true(pttl > 0 and pttl <= 1000, n .. "'s holder record lives " .. pttl .. " ms, not the lease")
+      end
+      assert.is_true(set:extend(30))
+      for _, n in ipairs({ a, b }) do
+        assert.is_true(admin:command("PTTL", "{" .. n .. "}:holder") > 20000, n .. "'s holder record not renewed")
+      end
+      assert.is_true(set:release())
+      for _, n in ipairs({ a, b }) do
+        assert.same({ "{" .. n .. "}:fence" }, admin:command("KEYS", "{" .. n .. "}*"))
+      end
       c:close()
     end)
 
