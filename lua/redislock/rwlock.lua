@@ -132,6 +132,43 @@ local function release_reentrant(client, keys, token, what, grant)
     keys.writers_signal, token, what, string.format("%.0f", grant or 0))
 end
 
+-- A grant seen here supersedes every hold of an earlier grant to the same
+-- owner on the same side (their grant was lost: broken, or expired, and
+-- someone else may have held the lock since). Their renewals compare only
+-- the owner's token, which the newer grant's key holds again: unless they
+-- are lost here, their watchdog renews the newer grant for them and they
+-- never learn of the gap. (The holds of one owner in other clients are
+-- not seen here: opts.owner shared across clients stays exposed.)
+local function supersede(rec, lock, side, grant)
+  local client = rec.client
+  local by = client._rw_grants
+  if not by then
+    by = setmetatable({}, { __mode = "v" })
+    client._rw_grants = by
+  end
+  local k = rec.keys.writer .. "\0" .. side .. "\0" .. rec.token
+  local entry = by[k]
+  if entry and entry.grant ~= grant then
+    for hold in pairs(entry.holds) do
+      if hold._state == "held" then
+        if hold._watch then
+          hold._watch:unwatch()
+          client._locks[hold._watch_id] = nil
+          hold._watch = nil
+        end
+        hold:_lose("not held")
+      end
+    end
+    entry = nil
+  end
+  if not entry then
+    entry = { grant = grant, holds = setmetatable({}, { __mode = "k" }) }
+    by[k] = entry
+  end
+  entry.holds[lock] = true
+  lock._rw_entry = entry   -- (the entry lives as long as one of its holds)
+end
+
 local READ_RE = { key = "readers", renew = "zset_renew", extend = READ.extend, signal = READ.signal }
 _M.READ_RE = READ_RE
 
@@ -152,8 +189,9 @@ function READ_RE.try(rec, t0)
   return engine.grant(rec, r[2], t0, rec.ttl)
 end
 
-function READ_RE.granted(_, lock)
+function READ_RE.granted(rec, lock)
   lock._grant, lock.fence = lock.fence, nil
+  supersede(rec, lock, "read", lock._grant)
 end
 
 local WRITE_RE = { key = "writer", renew = "extend", heartbeat = WRITE.heartbeat, signal = WRITE.signal }
@@ -165,6 +203,10 @@ end
 
 function WRITE_RE.release(client, keys, token, fence)
   return release_reentrant(client, keys, token, "write", fence)
+end
+
+function WRITE_RE.granted(rec, lock)
+  supersede(rec, lock, "write", lock.fence)
 end
 
 function WRITE_RE.try(rec, t0)
