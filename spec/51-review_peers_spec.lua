@@ -42,3 +42,56 @@ describe("review peers: reentrant rwlock", function()
     new:release()
   end)
 end)
+
+-- set:extend must count a new lease only once a replica a failover could
+-- promote has it, as lock:extend does (spec 36): otherwise the set reads
+-- as held past the lease the promoted replica has, and a rival there takes
+-- a name while held() is true.
+describe("review peers: acquire_all under Sentinel", function()
+  local topology = require "spec.support.topology"
+  local failover = require "spec.support.failover"
+  local redislock = require "redislock"
+
+  it("set:extend with the replica's link stalled: no rival grant while held", function()
+    local rep = topology.start_replicated { replicas = 1, link_proxy = true }
+    local sen
+    local ok, e = pcall(function()
+      sen = topology.start_sentinels { master = rep.master, down_after_ms = 1000, failover_timeout_ms = 4000,
+        servers = { rep.master, rep.replicas[1] } }
+    end)
+    if not ok then rep:stop() error(e, 0) end
+    local new = rep.replicas[1]
+    local c, rival
+    finally(function()
+      if c then c:close() end
+      if rival then rival:close() end
+      sen:stop()
+      rep:stop()
+    end)
+    c = assert(redislock.connect { url = "redis+sentinel://" .. table.concat(failover.seeds(sen), ",") .. "/mymaster",
+      connect_timeout = 1, timeout = 1 })
+    local set = assert(c:acquire_all({ "sa", "sb" }, { ttl = 1, watchdog = false }))
+    local plain = assert(c:acquire("sp", { ttl = 1, watchdog = false }))
+    helpers.sleep(0.2)   -- (the grants reach the replica)
+    rep.links[1]:command("hold", "all", "both")
+    local pok, _, pkind = plain:extend(30)
+    assert.is_nil(pok)
+    assert.equal("replicas", pkind)   -- lock:extend: the lease counts as before
+    local sok, serr, skind = set:extend(30)
+    local t_ext = helpers.monotime()
+    assert(new:cli("REPLICAOF", "NO", "ONE"))
+    rival = assert(redislock.connect { url = "redis://" .. new.host .. ":" .. new.port, connect_timeout = 1,
+      timeout = 1 })
+    local bad = 0
+    while helpers.monotime() - t_ext < 2 do
+      local l = rival:acquire("sa", { wait = 0, ttl = 5, watchdog = false })
+      if l then
+        if set:held() then bad = bad + 1 end
+        break
+      end
+      helpers.sleep(0.01)
+    end
+    assert.equal(0, bad, ("the rival took 'sa' on the promoted replica while set:held() was true (set:extend " ..
+      "answered %s, %s, %s)"):format(tostring(sok), tostring(serr), tostring(skind)))
+  end)
+end)

@@ -213,12 +213,29 @@ function LockSet:extend(ttl)
   client:_open()
   client:poll()
   if self._state ~= "held" or self._pid ~= getpid() then return errors.not_held(self.name) end
+  -- (one Redis: as lock:extend, the replicas a failover could promote in
+  -- the master's place must have the new lease before it counts; all the
+  -- set's keys are on one node. Redlock's masters have no such replicas.)
+  local ch, need = client._conn, 0
+  if self._kind == SET then
+    need = ch:failover_acks(self._keys[1].lock)
+    if need > 0 then ch:wait_next(need, math.min(math.max(ttl / 10, 0.01), 0.5)) end
+  end
   local t0 = monotime()
   local r, err, kind = self._kind.extend_set(client, self._keys, self.token, ttl_arg(ttl))
   if not r then return errors.fail(err, kind) end
   if r ~= 1 then
     self:_lose("not held")
     return errors.not_held(self.name)
+  end
+  if need > 0 then
+    local acks, werr, wkind = ch:waited()
+    if not (acks and acks >= need) then
+      -- extended on the master, but no replica has it: the lease stays
+      if not acks then return errors.fail(werr, wkind) end
+      return errors.fail(string.format("replicas: %d of %d acknowledged: the lease counts as before"
+        .. " (a failover could lose this extend)", acks, need), "replicas")
+    end
   end
   self.ttl = ttl
   self._expires = lease_end(t0, ttl)
