@@ -95,3 +95,32 @@ describe("review peers: acquire_all under Sentinel", function()
       "answered %s, %s, %s)"):format(tostring(sok), tostring(serr), tostring(skind)))
   end)
 end)
+
+describe("review peers: held() and lease_end() read right", function()
+  local c
+  local fresh = helpers.names("rvpeers2")
+  local fx = helpers.redis_fixture { raw = true, clients = 1 }
+  setup(function() c = fx.clients[1] end)
+
+  -- zset_renew now reads a token ending "*<n>" as n permits: a reentrant
+  -- rwlock owner (opts.owner, any string) that ends so is renewed as
+  -- members that do not exist, and its read share is reported lost.
+  it("a reentrant reader whose owner ends in *2 stays held while renewed", function()
+    local rw = c:rwlock(fresh(), { reentrant = true, owner = "job*2" })
+    local r = assert(rw:read { ttl = 0.3 })
+    helpers.sleep(1)
+    assert.is_true(r:held(), "lost: " .. tostring(r.lost_reason))
+    assert.is_true(r:release())
+  end)
+
+  -- a watched set's lease_end stays where the acquire left it, though the
+  -- watchdog renews it (lock:lease_end follows the renewals)
+  it("a watched set's lease_end follows its renewals", function()
+    local set = assert(c:acquire_all({ fresh(), fresh() }, { ttl = 0.3 }))
+    helpers.sleep(1)
+    assert.is_true(set:held())
+    assert.is_true(set:lease_end() > helpers.monotime(),
+      ("lease_end %.3f s in the past while held"):format(helpers.monotime() - set:lease_end()))
+    assert.is_true(set:release())
+  end)
+end)

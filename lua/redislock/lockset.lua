@@ -196,12 +196,14 @@ end
 -- syntax: t = set:lease_end()
 function LockSet:lease_end()
   if not self:held() then return self._expires end
-  local t = self._expires
+  -- (watched: the earliest end the watchdog knows, which its renewals
+  -- move on; _expires is the acquire's or the last extend's)
+  local t
   for _, w in ipairs(self._watches or {}) do
     local _, known = w:state()
-    if known and known < t then t = known end
+    if known and (t == nil or known < t) then t = known end
   end
-  return t
+  return t or self._expires
 end
 
 --- Renews every name's lease to ttl seconds from now, all or none.

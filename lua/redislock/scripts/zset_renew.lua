@@ -11,7 +11,8 @@
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local members = permit_members(ARGV[1])
+-- (a member of that name is itself: a reentrant reader's owner may end in "*2")
+local members = redis.call('ZSCORE', KEYS[1], ARGV[1]) and {ARGV[1]} or permit_members(ARGV[1])
 if not members then return 0 end
 for _, m in ipairs(members) do
   local ends = tonumber(redis.call('ZSCORE', KEYS[1], m) or '0')
