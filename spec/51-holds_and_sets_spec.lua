@@ -1,7 +1,9 @@
--- Review of the peers merge (issue 32): two-holder paths found by review.
+-- Holds that must read as lost, and sets that must not count what a
+-- failover could lose: two-holder paths found by reviewing issue 32's
+-- reentrant rwlocks, semaphores and acquire_all.
 local helpers = require "spec.helpers"
 
-describe("review peers: reentrant rwlock", function()
+describe("a reentrant rwlock", function()
   local c, other
   local fresh = helpers.names("rvpeers")
 
@@ -47,7 +49,7 @@ end)
 -- promote has it, as lock:extend does (spec 36): otherwise the set reads
 -- as held past the lease the promoted replica has, and a rival there takes
 -- a name while held() is true.
-describe("review peers: acquire_all under Sentinel", function()
+describe("acquire_all under Sentinel", function()
   local topology = require "spec.support.topology"
   local failover = require "spec.support.failover"
   local redislock = require "redislock"
@@ -96,7 +98,7 @@ describe("review peers: acquire_all under Sentinel", function()
   end)
 end)
 
-describe("review peers: held() and lease_end() read right", function()
+describe("held() and lease_end() read right", function()
   local c
   local fresh = helpers.names("rvpeers2")
   local fx = helpers.redis_fixture { raw = true, clients = 1 }
