@@ -45,6 +45,32 @@ describe("a reentrant rwlock", function()
   end)
 end)
 
+describe("a reentrant lock", function()
+  local c, other
+  local fresh = helpers.names("rvreent")
+  local fx = helpers.redis_fixture { raw = true, clients = 2 }
+  setup(function() c, other = fx.clients[1], fx.clients[2] end)
+
+  -- The same case for acquire{reentrant = true}: its group's watchdog
+  -- compares only the owner token, which the newer grant holds again.
+  it("a broken hold is not kept alive by the owner's newer grant", function()
+    local name = fresh()
+    local old = assert(c:acquire(name, { reentrant = true, ttl = 1 }))
+    assert.is_true(other:break_lock(name))
+    local rival = assert(other:acquire(name, { ttl = 1 }))
+    assert.is_true(rival.fence > old.fence)
+    assert.is_true(rival:release())
+    local new = assert(c:acquire(name, { reentrant = true, ttl = 1 }))
+    assert.is_true(new.fence > rival.fence)
+    helpers.sleep(2.5)
+    assert.is_true(new:held())
+    assert.is_false(old:held(), "the broken hold still reads as held after a rival held the lock")
+    assert.is_nil((old:release()))
+    assert.is_true(new:held())   -- (the old hold's release leaves the new grant alone)
+    assert.is_true(new:release())
+  end)
+end)
+
 -- set:extend must count a new lease only once a replica a failover could
 -- promote has it, as lock:extend does (spec 36): otherwise the set reads
 -- as held past the lease the promoted replica has, and a rival there takes

@@ -80,6 +80,24 @@ end
 local function group_of(client, keys, token, fence)
   local gk = keys.lock .. "\0" .. token
   local g = client._groups[gk]
+  if g and g.n > 0 and g.fence ~= fence then
+    -- A grant seen here supersedes the holds of an earlier one: that grant
+    -- was lost (broken, or expired, and someone else may have held the
+    -- lock since). Their registration renews by the owner's token alone,
+    -- which the newer grant's key holds again: unless they are lost here,
+    -- it would renew the newer grant for them and they would never learn
+    -- of the gap. (Holds of the same owner in other clients are not seen
+    -- here: an opts.owner shared across clients stays exposed.)
+    if g.watch then
+      g.watch:unwatch()
+      client._locks[g.watch_id] = nil
+      g.watch = nil
+    end
+    for hold in pairs(g._holds) do
+      hold._watch = nil
+      if hold._state == "held" then hold:_lose("not held") end
+    end
+  end
   if not g or g.n == 0 or g.fence ~= fence then
     g = new_group(fence)
     client._groups[gk] = g
@@ -139,7 +157,7 @@ function REENTRANT.join(rec, lock, expires, hold_until)
     local watch, err = client._conn:watch(keys.lock, token, rec.ttl, expires, hold_until, "extend")
     if not watch then return nil, err end
     if opts.replicas and opts.replicas > 1 then watch:replicas(opts.replicas) end
-    g.watch = watch
+    g.watch, g.watch_id = watch, err
     client._locks[err] = g   -- (err: the watch's id)
     for hold in pairs(g._holds) do hold._watch = watch end
   end
