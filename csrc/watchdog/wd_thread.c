@@ -51,13 +51,16 @@ static struct wd_runner {
     int stopping;           /* the last watchdog left: end */
     int joining;            /* it is being joined: no new start until done */
     int busy;               /* a round holds its copy of ws */
+    uint64_t rounds;        /* rounds ended (a leaver waits for the one in
+                               progress, never for the ones after: they
+                               copied ws without it) */
     int wake_fd;            /* eventfd; -1 until the first start */
     int64_t wake_at;        /* atomic: when its poll ends by itself (ms); 0
                                while it is awake (it looks at every heap
                                before it sleeps, but a heap it already
                                looked at this round may get an earlier
                                entry: then it is woken) */
-} R = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0, 0, 0, 0, 0, -1, 0};
+} R = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0};
 
 void wd_wake(wd *w) {
     uint64_t one = 1;
@@ -264,6 +267,7 @@ static int wd_round_begin(wd_round *rd) {
 static void wd_round_end(void) {
     pthread_mutex_lock(&R.mu);
     R.busy = 0;
+    R.rounds++;
     pthread_cond_broadcast(&R.idle);
     pthread_mutex_unlock(&R.mu);
 }
@@ -409,8 +413,10 @@ void wd_runner_leave(wd *w) {
         R.cap = 0;
         pthread_cond_broadcast(&R.idle);
     } else {
-        /* a round may hold w still: it ends at once when woken */
-        while (R.busy && R.pid == proc_id()) {
+        /* the round in progress may hold w still: it ends at once when
+         * woken (the next ones copied the list without w) */
+        uint64_t round = R.rounds;
+        while (R.busy && R.rounds == round && R.pid == proc_id()) {
             wd_wake(w);
             pthread_cond_wait(&R.idle, &R.mu);
         }
