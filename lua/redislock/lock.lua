@@ -121,6 +121,17 @@ function Lock:_lose(reason)
   end
 end
 
+-- What the watchdog says of this lease: whether it is watched (false: its
+-- end is _expires alone), its state there ("held", else why it was lost)
+-- and the end it knows (nil: none yet). A set has several watches
+-- (redislock.lockset): one answer for them all.
+function Lock:_watched()
+  local w = self._watch
+  if not w then return false end
+  local state, known_end = w:state()
+  return true, state, known_end
+end
+
 --- Is the lease still ours? False once released or lost: Redis said so, the
 -- watchdog could not renew it in time, or (without the watchdog) its end
 -- passed on the monotonic clock, judged conservatively. Always false in a
@@ -134,8 +145,8 @@ function Lock:held()
     self:_lose("forked")
     return false
   end
-  if self._watch then
-    local state = self._watch:state()
+  local watched, state = self:_watched()
+  if watched then
     if state ~= "held" then
       self:_lose(state)
       return false
@@ -153,11 +164,8 @@ end
 -- syntax: t = lock:lease_end()
 function Lock:lease_end()
   if not self:held() then return self._expires end -- in the past by now
-  if self._watch then
-    local _, known_end = self._watch:state()
-    if known_end then return known_end end
-  end
-  return self._expires
+  local _, _, known_end = self:_watched()
+  return known_end or self._expires
 end
 
 -- How long an extend waits for the replica a failover needs (see

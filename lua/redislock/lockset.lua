@@ -166,44 +166,19 @@ function SET.give_up(rec, how)
   if how then SET.release(rec.client, rec.keys, rec.token) end
 end
 
---- Is every name still ours? False once released, or once any one of
--- them was lost (the watchdog, or the lease's end without it).
--- syntax: ok = set:held()
-function LockSet:held()
-  local client = self._client
-  if not client._closed then client:poll() end
-  if self._state ~= "held" then return false end
-  if self._pid ~= getpid() then
-    self:_lose("forked")
-    return false
+-- The watchdog's word on the set (Lock:_watched, which held() and
+-- lease_end() ask): held while every watch is, lost as soon as one is, and
+-- the earliest end they know.
+function LockSet:_watched()
+  local watches = self._watches
+  if not watches then return false end
+  local known
+  for _, w in ipairs(watches) do
+    local state, e = w:state()
+    if state ~= "held" then return true, state end
+    if e and (known == nil or e < known) then known = e end
   end
-  if self._watches then
-    for _, w in ipairs(self._watches) do
-      local state = w:state()
-      if state ~= "held" then
-        self:_lose(state)
-        return false
-      end
-    end
-  elseif monotime() >= self._expires then
-    self:_lose(client._closed and "stopped" or "expired")
-    return false
-  end
-  return true
-end
-
---- Until when (core.monotime's clock) every name's lease is surely ours.
--- syntax: t = set:lease_end()
-function LockSet:lease_end()
-  if not self:held() then return self._expires end
-  -- (watched: the earliest end the watchdog knows, which its renewals
-  -- move on; _expires is the acquire's or the last extend's)
-  local t
-  for _, w in ipairs(self._watches or {}) do
-    local _, known = w:state()
-    if known and (t == nil or known < t) then t = known end
-  end
-  return t or self._expires
+  return true, "held", known
 end
 
 --- Renews every name's lease to ttl seconds from now, all or none.
