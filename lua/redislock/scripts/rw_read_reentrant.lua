@@ -16,6 +16,7 @@
 -- Returns {1, grant, n} when taken (n 1) or entered again, {0, ms} when
 -- not (as rw_read.lua).
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
+--@splice add_waiter
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local over = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
@@ -38,13 +39,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   local blocked = redis.call('PTTL', KEYS[1])
   if blocked == -2 then blocked = redis.call('PTTL', KEYS[3]) end
   if blocked ~= -2 then
-    local block_ms = tonumber(ARGV[3])
-    if block_ms > 0 then
-      redis.call('ZADD', KEYS[4], now + block_ms + 1000, ARGV[1])
-      if redis.call('PTTL', KEYS[4]) < block_ms + 1000 then
-        redis.call('PEXPIRE', KEYS[4], block_ms + 1000)
-      end
-    end
+    add_waiter(KEYS[4], ARGV[1], tonumber(ARGV[3]), now)
     return {0, blocked}
   end
 end

@@ -15,6 +15,7 @@
 -- Returns {1, fence, n} when taken (n 1) or entered again, {0, ms} when
 -- not, {0, -3} when the owner reads and does not write.
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
+--@splice add_waiter
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 --@splice next_fence
@@ -51,11 +52,5 @@ if not redis.call('SET', KEYS[3], ARGV[1], 'NX', 'PX', ARGV[5]) and
 end
 local wait = redis.call('PTTL', KEYS[1])
 if wait < 0 and #first > 0 then wait = tonumber(first[2]) - now end
-local block_ms = tonumber(ARGV[3])
-if block_ms > 0 then
-  redis.call('ZADD', KEYS[5], now + block_ms + 1000, ARGV[1])
-  if redis.call('PTTL', KEYS[5]) < block_ms + 1000 then
-    redis.call('PEXPIRE', KEYS[5], block_ms + 1000)
-  end
-end
+add_waiter(KEYS[5], ARGV[1], tonumber(ARGV[3]), now)
 return {0, wait}

@@ -16,6 +16,7 @@
 -- lease ends). n permits are taken all at once or none.
 --@splice permit_members
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
+--@splice add_waiter
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- permits whose lease ran out: back, their holders' entries gone with them
@@ -43,11 +44,5 @@ if members and in_use + #members <= limit then
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local wait = first[2] and (tonumber(first[2]) - now) or -1
-local block_ms = tonumber(ARGV[3])
-if block_ms > 0 then
-  redis.call('ZADD', KEYS[3], now + block_ms + 1000, ARGV[1])
-  if redis.call('PTTL', KEYS[3]) < block_ms + 1000 then
-    redis.call('PEXPIRE', KEYS[3], block_ms + 1000)
-  end
-end
+add_waiter(KEYS[3], ARGV[1], tonumber(ARGV[3]), now)
 return {0, wait}
