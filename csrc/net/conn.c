@@ -5,14 +5,14 @@
  * close, remember why in errstr, connect again on the next call. The settings
  * (AUTH, SELECT) are re-applied on every connect, so a reconnected conn is
  * indistinguishable from the first one. Only hiredis' reply parser is used;
- * the socket and the request bytes are ours. Here: the conn's life and its
- * output queue; conn_io.c takes the steps that never wait (connect, TLS,
- * send, read), conn_handshake.c is what every new connection says first,
- * conn_fork.c closes them in a fork child, and conn_wait.c waits on the
- * steps.
+ * the socket and the request bytes are ours. Here: the conn's life, its
+ * failures and its output queue; conn_io.c takes the steps that never wait
+ * (connect, TLS, send, read, taking over a socket), conn_handshake.c is
+ * what every new connection says first, conn_fork.c closes them in a fork
+ * child, and conn_wait.c waits on the steps. None of them is called from
+ * here: they build on this file.
  */
 #define _GNU_SOURCE
-#include "base/proc_id.h"
 #include "net/conn.h"
 
 #include <errno.h>
@@ -173,14 +173,6 @@ int conn_unqueue(conn *c, uint64_t from, uint64_t to) {
     rbuf_cut(&c->out, a, b);
     c->queued_total -= to - from;
     return 0;
-}
-
-void conn_adopt_fd(conn *c, int fd) {
-    conn_drop(c);
-    c->fd = fd;
-    c->gen++;
-    c->pid = proc_id();
-    if (conn_reader_new(c) != 0) conn_fail(c, CONN_ENOMEM, "failed", "out of memory");
 }
 
 /* ---- queueing requests ------------------------------------------------------ */

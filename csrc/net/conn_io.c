@@ -84,6 +84,14 @@ int conn_connect_done(conn *c) {
 
 /* ---- detached --------------------------------------------------------------- */
 
+void conn_adopt_fd(conn *c, int fd) {
+    conn_drop(c);
+    c->fd = fd;
+    c->gen++;
+    c->pid = proc_id();
+    if (conn_reader_new(c) != 0) conn_fail(c, CONN_ENOMEM, "failed", "out of memory");
+}
+
 int conn_detach_begin(conn *c, int fresh) {
     conn_drop(c);
     c->gen++;

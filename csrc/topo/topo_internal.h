@@ -1,6 +1,6 @@
 /*
- * topo_internal.h: what topo.c and the topology's thread (topo_thread.c)
- * share of a topology's insides. Not for other files.
+ * topo_internal.h: what topo.c, topo_view.c and the topology's thread
+ * (topo_thread.c) share of a topology's insides. Not for other files.
  */
 #ifndef REDISLOCK_TOPO_INTERNAL_H
 #define REDISLOCK_TOPO_INTERNAL_H
@@ -9,17 +9,20 @@
 
 typedef struct topo_thread topo_thread;
 
+/* ---- topo_view.c: what the topology shows ----------------------------- */
+
 /* What the loads and the thread read of t (topo_node.h), with t->mu held. */
 void topo_src_of(topo *t, topo_src *src);
 
 /* Publishes s (taken) as the answer of a load that began with t->doubts at
- * gen: a doubt cast since wins (topo.c says how). */
+ * gen: a doubt cast since wins (topo_view.c says how). */
 void topo_publish_as(topo *t, topo_snap *s, uint64_t gen);
 
-/* Casts the doubt about snapshot epoch (0: the current one); kick: and
- * asks the topology's thread to look now (not when it is that thread that
- * doubts). */
-void topo_doubt_as(topo *t, uint64_t epoch, int kick);
+/* Casts the doubt about snapshot epoch (0: the current one), with t->mu
+ * held / taking it; the thread is not asked to look (topo_doubt asks it:
+ * the thread itself doubts by these). */
+void topo_doubt_locked(topo *t, uint64_t epoch);
+void topo_doubt_as(topo *t, uint64_t epoch);
 
 /* ---- topo_share.c: the list of every topology ------------------------- */
 

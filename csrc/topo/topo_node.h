@@ -57,7 +57,7 @@ typedef struct topo_snap {
 
 /* What a load (sentinel.c, cluster.c) and the subscriptions
  * (sentinel_sub.c) read of their topology: its own fields, which the
- * topology (topo.c) copies in here with its mutex held. All borrowed: the
+ * topology (topo_view.c) copies in here with its mutex held. All borrowed: the
  * topology outlives its loads and stops its thread before it goes. Fixed
  * once the topology is set up, but for the seeds' addresses: the seeds
  * live as long as the topology and are never moved (the order is the

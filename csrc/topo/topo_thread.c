@@ -89,7 +89,7 @@ static void tt_sentinel_pass(topo *t, sentinel_pool *pool) {
          * may be one they have replaced, and a hung or unreachable
          * sentinel may be the only one that could tell us. Nothing is
          * written to it until a pass confirms a master again. */
-        topo_doubt_as(t, 0, 0);
+        topo_doubt_as(t, 0);
     }
 }
 
@@ -114,7 +114,7 @@ static int tt_wait(topo_thread *th, int64_t next) {
     if (th->subs && sentinel_subs_read(th->subs, pfd + 1, n - 1)) {
         /* a failover of ours begins, or goes on: nothing is renewed or
          * granted until a pass confirms a master again */
-        topo_doubt_as(th->t, 0, 0);
+        topo_doubt_as(th->t, 0);
         ask = 1;
     }
     return ask;
