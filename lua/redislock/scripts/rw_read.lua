@@ -15,14 +15,11 @@
 -- marker ends; a writer's release wakes the waiting readers sooner).
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 --@splice add_waiter
+--@splice drop_lapsed
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- readers whose lease ran out: gone, their holders' entries with them
-local over = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
-if #over > 0 then
-  redis.call('HDEL', KEYS[5], unpack(over))
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-end
+drop_lapsed(KEYS[2], KEYS[5], now)
 local blocked = redis.call('PTTL', KEYS[1])
 if blocked == -2 then blocked = redis.call('PTTL', KEYS[3]) end
 if blocked ~= -2 then

@@ -17,14 +17,12 @@
 -- not (as rw_read.lua).
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 --@splice add_waiter
+--@splice drop_lapsed
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local over = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
-if #over > 0 then
-  redis.call('HDEL', KEYS[5], unpack(over))
-  for _, m in ipairs(over) do redis.call('HDEL', KEYS[6], m, m .. ':g') end
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-end
+-- readers whose lease ran out: gone, their holders' entries and their
+-- owners' counts with them
+drop_lapsed(KEYS[2], KEYS[5], now, KEYS[6])
 local lease = tonumber(ARGV[2])
 local grant = redis.call('HGET', KEYS[6], ARGV[1] .. ':g')
 if redis.call('ZSCORE', KEYS[2], ARGV[1]) and grant then

@@ -17,14 +17,11 @@
 --@splice permit_members
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 --@splice add_waiter
+--@splice drop_lapsed
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- permits whose lease ran out: back, their holders' entries gone with them
-local over = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1000)
-if #over > 0 then
-  redis.call('HDEL', KEYS[4], unpack(over))
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-end
+drop_lapsed(KEYS[1], KEYS[4], now)
 local limit = tonumber(redis.call('GET', KEYS[2]) or ARGV[4])
 local in_use = redis.call('ZCARD', KEYS[1])
 local members = permit_members(ARGV[1])
