@@ -22,24 +22,14 @@ if redis.replicate_commands then redis.replicate_commands() end -- TIME before w
 --@splice next_fence
 --@splice record_holder
 --@splice holder_of
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  local f = redis.call('HGET', KEYS[4], 'fence')
-  if f then
-    local n = redis.call('HINCRBY', KEYS[4], 'n', 1)
-    if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
-      redis.call('PEXPIRE', KEYS[1], ARGV[2])
-      redis.call('PEXPIRE', KEYS[5], ARGV[2])   -- (the record lives as the lock)
-    end
-    return {1, tonumber(f), n}
-  end
-  -- held with this token, but not as a reentrant lock (a plain acquire
-  -- given the same token): busy, like any other holder
-end
+--@splice reenter
+--@splice new_grant
+local again = reenter(KEYS[1], KEYS[4], KEYS[5], ARGV[1], ARGV[2])
+if again then return again end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local t = redis.call('TIME')
   local f = next_fence(KEYS[2], t, ARGV[4])
-  redis.call('DEL', KEYS[4])
-  redis.call('HSET', KEYS[4], 'n', 1, 'fence', string.format('%.0f', f))
+  new_grant(KEYS[4], f)
   record_holder(KEYS[5], t, ARGV[1], ARGV[5], ARGV[2])
   if ARGV[3] == '1' then redis.call('ZREM', KEYS[6], ARGV[1]) end
   return {1, f, 1}

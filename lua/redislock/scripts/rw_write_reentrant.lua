@@ -20,17 +20,10 @@ local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 --@splice next_fence
 --@splice record_holder
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  local f = redis.call('HGET', KEYS[7], 'fence')
-  if f then
-    local n = redis.call('HINCRBY', KEYS[7], 'n', 1)
-    if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
-      redis.call('PEXPIRE', KEYS[1], ARGV[2])
-      redis.call('PEXPIRE', KEYS[6], ARGV[2])   -- (the record lives as the lock)
-    end
-    return {1, tonumber(f), n}
-  end
-end
+--@splice reenter
+--@splice new_grant
+local again = reenter(KEYS[1], KEYS[7], KEYS[6], ARGV[1], ARGV[2])
+if again then return again end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 if redis.call('ZSCORE', KEYS[2], ARGV[1]) then
   return {0, -3}
@@ -42,8 +35,7 @@ if #first == 0 and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local t = redis.call('TIME')
   record_holder(KEYS[6], t, ARGV[1], ARGV[6], ARGV[2])
   local f = next_fence(KEYS[4], t, ARGV[4])
-  redis.call('DEL', KEYS[7])
-  redis.call('HSET', KEYS[7], 'n', 1, 'fence', string.format('%.0f', f))
+  new_grant(KEYS[7], f)
   return {1, f, 1}
 end
 if not redis.call('SET', KEYS[3], ARGV[1], 'NX', 'PX', ARGV[5]) and
