@@ -16,33 +16,23 @@
 -- not, {0, -3} when the owner reads and does not write.
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 --@splice add_waiter
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 --@splice next_fence
 --@splice record_holder
 --@splice reenter
 --@splice new_grant
+--@splice try_write
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local again = reenter(KEYS[1], KEYS[7], KEYS[6], ARGV[1], ARGV[2])
 if again then return again end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 if redis.call('ZSCORE', KEYS[2], ARGV[1]) then
   return {0, -3}
 end
-local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-if #first == 0 and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  if redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
-  redis.call('ZREM', KEYS[5], ARGV[1])
-  local t = redis.call('TIME')
-  record_holder(KEYS[6], t, ARGV[1], ARGV[6], ARGV[2])
-  local f = next_fence(KEYS[4], t, ARGV[4])
-  new_grant(KEYS[7], f)
-  return {1, f, 1}
-end
-if not redis.call('SET', KEYS[3], ARGV[1], 'NX', 'PX', ARGV[5]) and
-    redis.call('GET', KEYS[3]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[3], ARGV[5])
-end
-local wait = redis.call('PTTL', KEYS[1])
-if wait < 0 and #first > 0 then wait = tonumber(first[2]) - now end
-add_waiter(KEYS[5], ARGV[1], tonumber(ARGV[3]), now)
-return {0, wait}
+local t, refused = try_write({ writer = KEYS[1], readers = KEYS[2], marker = KEYS[3], waiting = KEYS[5],
+  record = KEYS[6], token = ARGV[1], lease = ARGV[2], block_ms = tonumber(ARGV[3]), marker_ms = ARGV[5],
+  label = ARGV[6] }, now)
+if not t then return refused end
+local f = next_fence(KEYS[4], t, ARGV[4])
+new_grant(KEYS[7], f)
+return {1, f, 1}
