@@ -16,6 +16,7 @@
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 --@splice add_waiter
 --@splice drop_lapsed
+--@splice set_leases
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- readers whose lease ran out: gone, their holders' entries with them
@@ -26,12 +27,7 @@ if blocked ~= -2 then
   add_waiter(KEYS[4], ARGV[1], tonumber(ARGV[3]), now)
   return {0, blocked}
 end
-local lease = tonumber(ARGV[2])
-redis.call('ZADD', KEYS[2], now + lease, ARGV[1])
--- the set lives as long as its longest lease
-if redis.call('PTTL', KEYS[2]) < lease then
-  redis.call('PEXPIRE', KEYS[2], lease)
-end
+set_leases(KEYS[2], {ARGV[1]}, tonumber(ARGV[2]), now)
 redis.call('ZREM', KEYS[4], ARGV[1])
 if ARGV[5] ~= '' then
   redis.call('HSET', KEYS[5], ARGV[1], t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. ARGV[5])

@@ -18,6 +18,7 @@
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 --@splice add_waiter
 --@splice drop_lapsed
+--@splice set_leases
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- readers whose lease ran out: gone, their holders' entries and their
@@ -28,8 +29,7 @@ local grant = redis.call('HGET', KEYS[6], ARGV[1] .. ':g')
 if redis.call('ZSCORE', KEYS[2], ARGV[1]) and grant then
   local n = redis.call('HINCRBY', KEYS[6], ARGV[1], 1)
   if tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1])) < now + lease then
-    redis.call('ZADD', KEYS[2], now + lease, ARGV[1])
-    if redis.call('PTTL', KEYS[2]) < lease then redis.call('PEXPIRE', KEYS[2], lease) end
+    set_leases(KEYS[2], {ARGV[1]}, lease, now)
   end
   return {1, tonumber(grant), n}
 end
@@ -41,10 +41,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
     return {0, blocked}
   end
 end
-redis.call('ZADD', KEYS[2], now + lease, ARGV[1])
-if redis.call('PTTL', KEYS[2]) < lease then
-  redis.call('PEXPIRE', KEYS[2], lease)
-end
+set_leases(KEYS[2], {ARGV[1]}, lease, now)
 redis.call('ZREM', KEYS[4], ARGV[1])
 grant = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
 redis.call('HSET', KEYS[6], ARGV[1], 1, ARGV[1] .. ':g', grant)

@@ -18,6 +18,7 @@
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 --@splice add_waiter
 --@splice drop_lapsed
+--@splice set_leases
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- permits whose lease ran out: back, their holders' entries gone with them
@@ -26,11 +27,7 @@ local limit = tonumber(redis.call('GET', KEYS[2]) or ARGV[4])
 local in_use = redis.call('ZCARD', KEYS[1])
 local members = permit_members(ARGV[1])
 if members and in_use + #members <= limit then
-  local lease = tonumber(ARGV[2])
-  for _, m in ipairs(members) do redis.call('ZADD', KEYS[1], now + lease, m) end
-  if redis.call('PTTL', KEYS[1]) < lease then
-    redis.call('PEXPIRE', KEYS[1], lease)
-  end
+  set_leases(KEYS[1], members, tonumber(ARGV[2]), now)
   redis.call('ZREM', KEYS[3], ARGV[1])
   if ARGV[6] ~= '' then
     local entry = t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. ARGV[6]

@@ -9,6 +9,7 @@
 -- Returns 1 when renewed, 0 when the member is gone or its lease is over.
 --@splice permit_members
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
+--@splice set_leases
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- (a member of that name is itself: a reentrant reader's owner may end in "*2")
@@ -20,10 +21,5 @@ for _, m in ipairs(members) do
     return 0
   end
 end
-local lease = tonumber(ARGV[2])
-for _, m in ipairs(members) do redis.call('ZADD', KEYS[1], now + lease, m) end
--- the set lives as long as its longest lease
-if redis.call('PTTL', KEYS[1]) < lease then
-  redis.call('PEXPIRE', KEYS[1], lease)
-end
+set_leases(KEYS[1], members, tonumber(ARGV[2]), now)
 return 1
