@@ -17,6 +17,7 @@ if redis.replicate_commands then redis.replicate_commands() end -- TIME before w
 --@splice add_waiter
 --@splice drop_lapsed
 --@splice set_leases
+--@splice share_holders
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- readers whose lease ran out: gone, their holders' entries with them
@@ -29,8 +30,5 @@ if blocked ~= -2 then
 end
 set_leases(KEYS[2], {ARGV[1]}, tonumber(ARGV[2]), now)
 redis.call('ZREM', KEYS[4], ARGV[1])
-if ARGV[5] ~= '' then
-  redis.call('HSET', KEYS[5], ARGV[1], t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. ARGV[5])
-  if redis.call('PTTL', KEYS[5]) < tonumber(ARGV[4]) then redis.call('PEXPIRE', KEYS[5], ARGV[4]) end
-end
+share_holders(KEYS[5], {ARGV[1]}, t, ARGV[5], ARGV[4])
 return {1}

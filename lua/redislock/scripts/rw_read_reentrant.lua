@@ -19,6 +19,7 @@ if redis.replicate_commands then redis.replicate_commands() end -- TIME before w
 --@splice add_waiter
 --@splice drop_lapsed
 --@splice set_leases
+--@splice share_holders
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- readers whose lease ran out: gone, their holders' entries and their
@@ -45,8 +46,5 @@ set_leases(KEYS[2], {ARGV[1]}, lease, now)
 redis.call('ZREM', KEYS[4], ARGV[1])
 grant = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
 redis.call('HSET', KEYS[6], ARGV[1], 1, ARGV[1] .. ':g', grant)
-if ARGV[5] ~= '' then
-  redis.call('HSET', KEYS[5], ARGV[1], t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. ARGV[5])
-  if redis.call('PTTL', KEYS[5]) < tonumber(ARGV[4]) then redis.call('PEXPIRE', KEYS[5], ARGV[4]) end
-end
+share_holders(KEYS[5], {ARGV[1]}, t, ARGV[5], ARGV[4])
 return {1, tonumber(grant), 1}

@@ -19,6 +19,7 @@ if redis.replicate_commands then redis.replicate_commands() end -- TIME before w
 --@splice add_waiter
 --@splice drop_lapsed
 --@splice set_leases
+--@splice share_holders
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- permits whose lease ran out: back, their holders' entries gone with them
@@ -29,11 +30,7 @@ local members = permit_members(ARGV[1])
 if members and in_use + #members <= limit then
   set_leases(KEYS[1], members, tonumber(ARGV[2]), now)
   redis.call('ZREM', KEYS[3], ARGV[1])
-  if ARGV[6] ~= '' then
-    local entry = t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. ARGV[6]
-    for _, m in ipairs(members) do redis.call('HSET', KEYS[4], m, entry) end
-    if redis.call('PTTL', KEYS[4]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[4], ARGV[5]) end
-  end
+  share_holders(KEYS[4], members, t, ARGV[6], ARGV[5])
   return {1, in_use + #members}
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
