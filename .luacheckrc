@@ -14,7 +14,7 @@ files["bench/nginx_app.lua"] = { read_globals = { "ngx" } }
 files["lua/redislock/scripts/"] = {
   std = "lua51", read_globals = { "redis", "KEYS", "ARGV", "next_fence", "record_holder", "holder_of", "shares_of",
     "permit_members", "wake_waiters", "add_waiter", "drop_lapsed", "reenter", "new_grant",
-    "try_write", "set_leases", "share_holders" },
+    "try_write", "set_leases", "share_holders", "reader_refused" },
 }
 files["lua/redislock/scripts/lib/"] = { std = "lua51", read_globals = { "redis" }, ignore = { "211" } }
 exclude_files = { "build/" }

@@ -20,6 +20,7 @@ if redis.replicate_commands then redis.replicate_commands() end -- TIME before w
 --@splice drop_lapsed
 --@splice set_leases
 --@splice share_holders
+--@splice reader_refused
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- readers whose lease ran out: gone, their holders' entries and their
@@ -34,13 +35,10 @@ if redis.call('ZSCORE', KEYS[2], ARGV[1]) and grant then
   end
   return {1, tonumber(grant), n}
 end
+-- (the writer reads while it writes: a downgrade)
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  local blocked = redis.call('PTTL', KEYS[1])
-  if blocked == -2 then blocked = redis.call('PTTL', KEYS[3]) end
-  if blocked ~= -2 then
-    add_waiter(KEYS[4], ARGV[1], tonumber(ARGV[3]), now)
-    return {0, blocked}
-  end
+  local refused = reader_refused(KEYS[1], KEYS[3], KEYS[4], ARGV[1], tonumber(ARGV[3]), now)
+  if refused then return refused end
 end
 set_leases(KEYS[2], {ARGV[1]}, lease, now)
 redis.call('ZREM', KEYS[4], ARGV[1])
