@@ -173,8 +173,8 @@ describe("redislock.core", function()
     end
     -- the fence rule of every script that grants, the holder record of
     -- every one that names a holder,
-    -- the shares of both shared locks; a semaphore's permits of n, and its
-    -- wakeups; the waiters the shared primitives register, and the shares
+    -- the shares of both shared locks; a semaphore's permits of n; the
+    -- wakeups of the shared locks' releases and breaks; the waiters the shared primitives register, and the shares
     -- whose lease ran out that a read or a permit's acquire drops; a
     -- reentrant grant entered again and made anew, by both reentrant
     -- acquires (a lock's, an rwlock writer's); a writer's attempt, by both
@@ -182,7 +182,7 @@ describe("redislock.core", function()
     -- and a share's renewal; a share's holder entries, by both reads and a
     -- permit's acquire; a reader kept out, by both reads
     assert.same({ next_fence = 8, record_holder = 9, holder_of = 7, shares_of = 2, permit_members = 3,
-      wake_waiters = 4, add_waiter = 5, drop_lapsed = 3, reenter = 2, new_grant = 2, try_write = 2,
+      wake_waiters = 5, add_waiter = 5, drop_lapsed = 3, reenter = 2, new_grant = 2, try_write = 2,
       set_leases = 4, share_holders = 3, reader_refused = 2 }, uses)
     assert.equal(5, core.scripts.acquire.keys)
     -- (as many as the call gives: its first argument says how many)

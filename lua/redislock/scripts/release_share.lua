@@ -14,6 +14,7 @@
 -- "if_empty" (one, when no member is left in KEYS[1]), or "none"
 -- Returns 1 when it was ours and its lease still ran, 0 otherwise.
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
+--@splice wake_waiters
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local held
@@ -34,15 +35,8 @@ local function wake(waiters, signal, how)
     redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
     if redis.call('ZCARD', KEYS[1]) > 0 then return end
   end
-  redis.call('ZREMRANGEBYSCORE', waiters, '-inf', now)
-  local count = math.min(redis.call('ZCARD', waiters), 1000)
-  if count == 0 then return end
-  local ones = {}
-  for i = 1, (how == 'all' and count or 1) do ones[i] = '1' end
-  redis.call('RPUSH', signal, unpack(ones))
-  redis.call('LTRIM', signal, -count, -1)
-  local last = redis.call('ZRANGE', waiters, -1, -1, 'WITHSCORES')
-  redis.call('PEXPIRE', signal, math.max(tonumber(last[2]) - now, 1))
+  -- (all: as many as wait, wake_waiters' most)
+  wake_waiters(waiters, signal, how == 'all' and 1000 or 1, now)
 end
 wake(KEYS[2], KEYS[3], ARGV[3])
 wake(KEYS[4], KEYS[5], ARGV[4])
