@@ -18,6 +18,7 @@
 #include "topo/router.h"
 #include "cmd/script.h"
 #include "cmd/script_answer.h"
+#include "cmd/wait_cmd.h"
 
 /* Enough answers for a quorum decision: yes (1, or {1, ...}) reached the
  * quorum, or so many said no (anything else) that it never can. */
@@ -96,9 +97,6 @@ static int meth_fanout(lua_State *L) {
 static int meth_replicas(lua_State *L) {
     client_ud *u = client_check(L);
     lua_Number n = luaL_checknumber(L, 2), t = luaL_checknumber(L, 3);
-    char nbuf[24], tbuf[24];
-    const char *argv[3];
-    size_t lens[3];
     exec_conn *xc;
     redisReply *r;
     if (!(n >= 0 && n <= 1e6)) return luaL_argerror(L, 2, "replica count out of range");
@@ -110,13 +108,7 @@ static int meth_replicas(lua_State *L) {
         lua_pushliteral(L, "connection");
         return 3;
     }
-    argv[0] = "WAIT";
-    lens[0] = 4;
-    argv[1] = nbuf;
-    lens[1] = (size_t)snprintf(nbuf, sizeof nbuf, "%d", (int)n);
-    argv[2] = tbuf;
-    lens[2] = (size_t)snprintf(tbuf, sizeof tbuf, "%ld", (long)(t * 1000));
-    if (conn_append(xc->c, 3, argv, lens) != 0) return client_result(L, u, NULL);
+    if (wait_cmd_append(xc->c, (int)n, (long)(t * 1000)) != 0) return client_result(L, u, NULL);
     /* Redis answers WAIT at its own timeout: give the socket a little more */
     client_intr_arm(L);
     r = exec_conn_read(xc, deadline_in_ms((long)(t * 1000) + (u->r->timeout_ms > 0 ? u->r->timeout_ms : 2000)));

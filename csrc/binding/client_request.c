@@ -52,6 +52,7 @@
 #include "exec/exec_conn.h"
 #include "binding/luaval.h"
 #include "topo/topo.h"
+#include "cmd/wait_cmd.h"
 
 #define REQUEST_MT "redislock.request"
 #define REQUEST_MAX_ARGS (SCRIPT_MAX_ARGS + 3)
@@ -373,16 +374,7 @@ static int request_step(lua_State *L, request_ud *q, int step) {
         return 2;
     case EXEC_DONE:
         if (q->wait_n > 0 && q->x.answer && q->x.answer->type != REDIS_REPLY_ERROR) {
-            char n_txt[24], ms_txt[24];
-            const char *argv[3];
-            size_t lens[3];
-            argv[0] = "WAIT";
-            lens[0] = 4;
-            argv[1] = n_txt;
-            lens[1] = (size_t)snprintf(n_txt, sizeof n_txt, "%d", q->wait_n);
-            argv[2] = ms_txt;
-            lens[2] = (size_t)snprintf(ms_txt, sizeof ms_txt, "%ld", q->wait_ms);
-            if (conn_append(q->xc.c, 3, argv, lens) != 0) return request_fail(L, q);
+            if (wait_cmd_append(q->xc.c, q->wait_n, q->wait_ms) != 0) return request_fail(L, q);
             q->state = RQ_WAIT;
             n = conn_detach_take(q->xc.c, &p);
             lua_pushliteral(L, "send");

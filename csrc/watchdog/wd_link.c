@@ -26,6 +26,7 @@
 #include "cmd/native_cmd.h"
 #include "cmd/native_detect.h"
 #include "cmd/script.h"
+#include "cmd/wait_cmd.h"
 #include "base/reply_obj.h"
 
 static wd_req *wd_link_at(const wd_link *l, uint32_t i) {
@@ -219,23 +220,14 @@ void wd_link_drop(wd *w, wd_link *l, int64_t now) {
  * wait for a replica (wd_ack.c). 0, or -1: out of memory, the link must
  * be dropped. */
 static int wd_link_seal(wd *w, wd_link *l, int64_t now) {
-    char n_txt[24], ms_txt[24];
-    const char *argv[3];
-    size_t lens[3];
     uint64_t from;
     wd_req *req;
     int need;
     int64_t ms;
     if (l->x->c->fd < 0 || !wd_ack_due(l, &need, &ms)) return 0;
     if (l->n + 1 > l->cap && wd_link_reserve(l, l->n + 1) != 0) return -1;
-    argv[0] = "WAIT";
-    lens[0] = 4;
-    argv[1] = n_txt;
-    lens[1] = resp_i64(n_txt, need);
-    argv[2] = ms_txt;
-    lens[2] = resp_i64(ms_txt, ms);
     from = l->x->c->queued_total;
-    if (conn_append(l->x->c, 3, argv, lens) != 0) return -1;
+    if (wait_cmd_append(l->x->c, need, ms) != 0) return -1;
     req = wd_link_at(l, l->n++);
     memset(req, 0, sizeof *req);
     req->wait = 1;
