@@ -182,7 +182,7 @@ function READ_RE.try(rec, t0)
   ch:deadline(rec.deadline)
   local r, err = ch:script("rw_read_reentrant", keys.writer, keys.readers, keys.marker, keys.readers_waiting,
     keys.reader_holders, keys.reader_counts, rec.token, ttl_ms(rec.ttl), block_ms(rec, t0),
-    client._fence_ttl_ms, rec.label)
+    client._keep_ms, rec.label)
   if not r then return nil, err end
   if r[1] ~= 1 then return nil, "busy", r[2] end
   -- (the grant rides as the engine's fence, and is kept as _grant)
