@@ -6,14 +6,21 @@
  *
  *   EVALSHA <sha> 1 <key> <token> <ttl_ms>       for every key, every round
  *
- * usage: renew_raw HOST PORT SCRIPT_FILE N TTL_MS ROUNDS BATCH SERVER_PID
+ * usage: renew_raw HOST PORT SCRIPT_FILE N TTL_MS ROUNDS BATCH SERVER_PID [pipelined] [holder]
+ *
+ * (bench/server_instr.lua's words: "pipelined" runs only the pipelined
+ * rounds; "holder" gives every key the holder record a redislock lock has
+ * by default, "<key>:holder" = "<since> <token> <host>:<pid>" with the same
+ * PX, which extend.lua renews beside the lock: without it that PEXPIRE
+ * finds nothing.)
  *
  * Untimed set-up: SCRIPT LOAD, then SET key token PX TTL_MS for keys
  * "{renew:r1}" .. "{renew:rN}" (the shape of redislock's keys for names
  * "renew:l1" ...: the same lengths), each with its own 128-bit token,
  * and beside each its fence counter, "{renew:rN}:fence" with a number and
  * a day's PX: the keyspace a redislock holder leaves (twice N keys, all
- * with a ttl), so that the server's lookups cost the same on both sides.
+ * with a ttl, three times N with "holder"), so that the server's lookups
+ * cost the same on both sides.
  * Then ROUNDS rounds unpipelined (one EVALSHA, then its reply) and ROUNDS
  * rounds pipelined (BATCH appended, then their BATCH replies read, and so
  * on: the next batch goes out when the last one is answered). Every reply
@@ -34,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <hiredis.h>
 
 #include "bench_token.h"
@@ -102,6 +110,32 @@ static void renew_argv(const held *h, const char *sha, const char *ttl, size_t t
     lens[5] = ttl_len;
 }
 
+/* Appends SET <key>:holder "<since> <token> <host>:<pid>" PX <ttl>: the
+ * record lib/record_holder.lua writes at a grant (since: the grant's time
+ * in microseconds, 16 digits), so that extend.lua's second PEXPIRE finds a
+ * key, as on redislock's locks. */
+static void append_holder(redisContext *c, const held *h, const char *ttl, size_t ttl_len) {
+    char hkey[48], value[160], host[64];
+    const char *hv[5];
+    size_t hl[5];
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    if (gethostname(host, sizeof host) != 0) strcpy(host, "localhost");
+    host[sizeof host - 1] = '\0';
+    hv[0] = "SET";
+    hl[0] = 3;
+    hv[1] = hkey;
+    hl[1] = (size_t)snprintf(hkey, sizeof hkey, "%s:holder", h->key);
+    hv[2] = value;
+    hl[2] = (size_t)snprintf(value, sizeof value, "%lld%06ld %s %s:%ld", (long long)now.tv_sec,
+                             now.tv_nsec / 1000, h->token, host, (long)getpid());
+    hv[3] = "PX";
+    hl[3] = 2;
+    hv[4] = ttl;
+    hl[4] = ttl_len;
+    if (redisAppendCommandArgv(c, 5, hv, hl) != REDIS_OK) die("append failed", c);
+}
+
 int main(int argc, char **argv) {
     struct timeval tv = {30, 0};
     redisContext *c;
@@ -110,11 +144,17 @@ int main(int argc, char **argv) {
     const char *av[6];
     size_t lens[6], script_len, ttl_len;
     char *script;
-    long n, i, j, rounds, batch, round;
-    int pipelined;
+    long n, i, j, rounds, batch, round, replies;
+    int pipelined, only_pipelined = 0, holder = 0;
 
-    if (argc != 9) {
-        fprintf(stderr, "usage: %s HOST PORT SCRIPT_FILE N TTL_MS ROUNDS BATCH SERVER_PID\n", argv[0]);
+    for (i = 9; i < argc; i++) {
+        if (strcmp(argv[i], "pipelined") == 0) only_pipelined = 1;
+        else if (strcmp(argv[i], "holder") == 0) holder = 1;
+        else argc = 0;
+    }
+    if (argc < 9) {
+        fprintf(stderr, "usage: %s HOST PORT SCRIPT_FILE N TTL_MS ROUNDS BATCH SERVER_PID [pipelined] [holder]\n",
+                argv[0]);
         return 2;
     }
     n = atol(argv[4]);
@@ -176,15 +216,17 @@ int main(int argc, char **argv) {
             fl[4] = 8;
             if (redisAppendCommandArgv(c, 5, fv, fl) != REDIS_OK) die("append failed", c);
         }
+        if (holder) append_holder(c, h, ttl, ttl_len);
     }
-    for (i = 0; i < 2 * n; i++) {
+    replies = (holder ? 3 : 2) * n;
+    for (i = 0; i < replies; i++) {
         redisReply *r;
         if (redisGetReply(c, (void **)&r) != REDIS_OK || !r) die("connection lost", c);
         if (r->type != REDIS_REPLY_STATUS) die("SET failed", NULL);
         freeReplyObject(r);
     }
 
-    for (pipelined = 0; pipelined <= 1; pipelined++) {
+    for (pipelined = only_pipelined; pipelined <= 1; pipelined++) {
         for (round = 0; round < rounds; round++) {
             long long w0 = clock_ns(CLOCK_MONOTONIC), c0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
             long long s0 = server_ns(stat_path), w1, c1, s1;
