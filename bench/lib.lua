@@ -83,16 +83,19 @@ function M.build_c(src, bin)
 end
 
 -- INFO sections as { field = number, calls = { command = calls },
--- usec = { command = usec } }. A script's redis.call()s are counted (calls
--- and usec) under their own commands too, and inside the script's usec.
+-- usec = { command = usec }, failed = { command = rejected + failed calls } }.
+-- A script's redis.call()s are counted (calls and usec) under their own
+-- commands too, and inside the script's usec.
 function M.info(raw, ...)
   local text = assert(raw:command("INFO", ...))
-  local t = { calls = {}, usec = {} }
+  local t = { calls = {}, usec = {}, failed = {} }
   for line in text:gmatch("[^\r\n]+") do
     local cmd, calls, usec = line:match("^cmdstat_([^:]+):calls=(%d+),usec=(%d+)")
     if cmd then
       t.calls[cmd] = tonumber(calls)
       t.usec[cmd] = tonumber(usec)
+      t.failed[cmd] = (tonumber(line:match("rejected_calls=(%d+)")) or 0) +
+        (tonumber(line:match("failed_calls=(%d+)")) or 0)
     else
       local k, v = line:match("^([%w_]+):(%d+)$")
       if k then t[k] = tonumber(v) end
