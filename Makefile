@@ -339,8 +339,9 @@ torture: test-deps
 # The benchmarks (bench/README.md). The peers of bench/cycle.lua: redis-py
 # from Debian, node-redlock from npm (pinned by bench/peers/package-lock.json);
 # a peer that cannot be installed is skipped by the benchmark, which says so.
-# valgrind runs bench/callgrind.lua, strace its syscall column. Each hold of
-# bench/watchdog_cpu.lua lasts BENCH_SECONDS (30; BENCH_SHORT=1: 6).
+# valgrind runs bench/callgrind.lua and bench/server_instr.lua, strace
+# callgrind.lua's syscall column. Each hold of bench/watchdog_cpu.lua lasts
+# BENCH_SECONDS (30; BENCH_SHORT=1: 6).
 BENCH_SECONDS ?= $(if $(BENCH_SHORT),6,30)
 bench: test-deps
 	@tools/deps.sh python3-redis valgrind strace wrk $(TESTJIT_DEPS)
@@ -359,6 +360,8 @@ bench: test-deps
 	@$(LUA) bench/watchdog_cpu.lua $(BENCH_SECONDS)
 	@echo; echo "== bench/callgrind.lua: one uncontended cycle, counted"
 	@$(LUA) bench/callgrind.lua
+	@echo; echo "== bench/server_instr.lua: redis-server's instructions per cycle and per renewal, counted"
+	@$(LUA) bench/server_instr.lua
 	@echo; echo "== bench/redlock.lua: acquire+release over 1, 3 and 5 masters"
 	@$(LUA) bench/redlock.lua
 	@echo; echo "== bench/nginx.lua: a lock per request in nginx, cosocket transport against lua-resty-redis by hand"
