@@ -259,8 +259,9 @@ local function per_op(a, b, ops)
 end
 
 -- What is wrong with a window (nil: nothing): commands refused or failed
--- (NOSCRIPT, ...) beyond `refused` (a worker's start-up probes: the same
--- in every window, cancelled out); for renewals (extend.lua: GET, then two
+-- (NOSCRIPT, ...) beyond `refused` (a worker's start-up probes, such as
+-- SET IFEQ where the server has none: the same in every window, cancelled
+-- out); for renewals (extend.lua: GET, then two
 -- PEXPIREs when the token matches) one that did not renew.
 local function window_wrong(w, renewals, refused)
   if w.refused ~= (refused or 0) then
@@ -431,8 +432,8 @@ local function details(results)
         "over its %g s)\n", "", r.ops, PASSES, LOCKS, r.worker.renewals, r.worker.failures, r.worker.seconds)
     end
     if (r.refused or 0) > 0 then
-      printf("  %-21s %d commands refused or failed per worker start (its start-up probes), the same in both " ..
-        "windows: cancelled out\n", "", r.refused)
+      printf("  %-21s %d commands refused or failed per worker start (its connections' probes: SET IFEQ, " ..
+        "which Redis 7.0 refuses), the same in both windows: cancelled out\n", "", r.refused)
     end
     if #r.files > 0 then printf("  %-21s %s\n", "", table.concat(r.files, " ")) end
   end
@@ -442,8 +443,8 @@ local HOW = [[
 
 How to read it (bench/README.md, bench/server_instr.lua):
 - Counts, not times: `total` agrees to about 1 % between runs; a column moves by up to a
-  few hundred instructions (each server draws its own hash seed, which its dictionaries'
-  lookups and rehashing follow). Compare builds by these counts.
+  few hundred instructions (most likely with each server's own random hash seed, which
+  its dictionaries' lookups and rehashing follow). Compare builds by these counts.
 - total = read + cmds + script + in-script + write; script = lua_gc + lua_vm + setup.
 - The extra table says which part grows: `script` is what running Lua costs per EVALSHA
   (it grows with the script's body and its KEYS and ARGV), `in-script` grows with each
