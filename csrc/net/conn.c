@@ -9,8 +9,9 @@
  * failures and its output queue; conn_io.c takes the steps that never wait
  * (connect, TLS, send, read, taking over a socket), conn_handshake.c is
  * what every new connection says first, conn_fork.c closes them in a fork
- * child, and conn_wait.c waits on the steps. None of them is called from
- * here: they build on this file.
+ * child (its registry, which each conn joins here, is the one of them this
+ * file calls), and conn_wait.c waits on the steps: the others build on
+ * this file.
  */
 #define _GNU_SOURCE
 #include "net/conn.h"

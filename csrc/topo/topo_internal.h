@@ -20,7 +20,9 @@ void topo_publish_as(topo *t, topo_snap *s, uint64_t gen);
 
 /* Casts the doubt about snapshot epoch (0: the current one), with t->mu
  * held / taking it; the thread is not asked to look (topo_doubt asks it:
- * the thread itself doubts by these). */
+ * the thread itself doubts by these). Sentinel only: topo_doubt_as
+ * returns at once for another mode, topo_doubt_locked leaves that check
+ * to its caller. */
 void topo_doubt_locked(topo *t, uint64_t epoch);
 void topo_doubt_as(topo *t, uint64_t epoch);
 
