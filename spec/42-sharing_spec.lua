@@ -195,3 +195,34 @@ describe("waits of one client, renewals of another that shares its topology", fu
     assert.equal(0, res.failures)
   end)
 end)
+
+-- A topology shared with a client that came before (csrc/topo/topo_share.c)
+-- may still name a master the sentinels have left, until its thread's next
+-- pass (once a second) or their next event: a new client's first connect
+-- then asks the sentinels again instead of failing on that master.
+describe("a client's first connect on a topology another client loaded", function()
+  local fx = topology.sentinel_fixture { replicas = 1 }
+  local fresh = helpers.names("share-first")
+
+  it("asks the sentinels again when that topology's master does not answer", function()
+    local opts = { sentinels = fx.seeds, master = "mymaster", connect_timeout = 1, timeout = 1 }
+    local c1 = assert(redislock.connect(opts))
+    local old, new = fx.rep.master, fx.rep.replicas[1]
+    -- the master moves with no event the thread follows (no
+    -- +switch-master): the replica made a master by hand, each sentinel
+    -- told to watch it instead, the old master gone
+    assert.equal("OK", new:cli_raw("REPLICAOF", "NO", "ONE"))
+    for _, s in ipairs(fx.sen.list) do
+      assert.equal("OK", s:cli_raw("SENTINEL", "REMOVE", "mymaster"))
+      assert.equal("OK", s:cli_raw("SENTINEL", "MONITOR", "mymaster", "127.0.0.1", tostring(new.port), "2"))
+    end
+    old:kill("KILL")
+    local c2, err = redislock.connect(opts)
+    assert(c2, err)
+    local l = assert(c2:acquire(fresh(), { ttl = 5 }))
+    assert.equal(l.token, new:cli_raw("GET", l._keys.lock))
+    assert.is_true(l:release())
+    c2:close()
+    c1:close()
+  end)
+end)

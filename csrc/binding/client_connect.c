@@ -370,6 +370,12 @@ static int client_check_first(lua_State *L, client_ud *u) {
     conn *c = NULL;
     exec_conn *xc;
     if (router_sync(u->r) == 0 && (xc = router_conn(u->r, 0)) != NULL && conn_ensure(c = xc->c) == 0) return 1;
+    /* Sentinel: a master that does not answer may be one a failover left
+     * behind (a topology shared with another client, loaded before it and
+     * not yet followed past it): the sentinels are asked again, once */
+    if (c && u->t->mode == TOPO_SENTINEL && router_reload(u->r) == 0 &&
+        (xc = router_conn(u->r, 0)) != NULL && conn_ensure(c = xc->c) == 0)
+        return 1;
     lua_pushnil(L);
     if (c && c->err) {
         lua_pushstring(L, c->errstr);

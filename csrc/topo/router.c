@@ -71,6 +71,13 @@ static int router_refresh(router *r, uint64_t seen) {
     return 0;
 }
 
+int router_reload(router *r) {
+    uint64_t seen = r->snap ? r->snap->epoch : 0;
+    if (seen && !r->no_doubt) topo_doubt(r->t, seen);
+    if (router_refresh(r, seen) != 0) return -1;
+    return router_sync(r);
+}
+
 int router_sync(router *r) {
     topo_snap *s;
     exec_conn **conns;
