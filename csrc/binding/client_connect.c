@@ -19,6 +19,7 @@
 #include "net/conn.h"
 #include "topo/router.h"
 #include "topo/topo.h"
+#include "base/deadline.h"
 
 #define CLIENT_MAX_SEEDS 64
 
@@ -369,13 +370,24 @@ static char *client_push_share_key(lua_State *L, const client_opts *o) {
 static int client_check_first(lua_State *L, client_ud *u) {
     conn *c = NULL;
     exec_conn *xc;
+    int64_t deadline = deadline_in_ms(u->t->cfg.connect_timeout_ms);   /* (the whole connect's) */
+    int shared = topo_epoch(u->t) != 0;   /* loaded by a client before this one */
     if (router_sync(u->r) == 0 && (xc = router_conn(u->r, 0)) != NULL && conn_ensure(c = xc->c) == 0) return 1;
-    /* Sentinel: a master that does not answer may be one a failover left
-     * behind (a topology shared with another client, loaded before it and
-     * not yet followed past it): the sentinels are asked again, once */
-    if (c && u->t->mode == TOPO_SENTINEL && router_reload(u->r) == 0 &&
-        (xc = router_conn(u->r, 0)) != NULL && conn_ensure(c = xc->c) == 0)
-        return 1;
+    /* Sentinel: a shared topology's master that does not answer may be one
+     * a failover left behind (loaded before it, not yet followed past it):
+     * the sentinels are asked again, once, in what is left of the connect
+     * timeout; tried again only if they name another (the old connection
+     * then freed: its error is not read after); else their answer is the
+     * error */
+    if (c && shared && u->t->mode == TOPO_SENTINEL && !deadline_passed(deadline)) {
+        uint64_t seen = u->r->snap ? u->r->snap->epoch : 0;
+        if (router_reload(u->r, deadline) != 0) {
+            c = NULL;
+        } else if (u->r->snap && u->r->snap->epoch != seen) {
+            c = NULL;
+            if ((xc = router_conn(u->r, 0)) != NULL && conn_ensure(c = xc->c) == 0) return 1;
+        }
+    }
     lua_pushnil(L);
     if (c && c->err) {
         lua_pushstring(L, c->errstr);

@@ -57,11 +57,10 @@ static void router_fail(router *r, int err, const char *msg) {
     snprintf(r->errstr, sizeof r->errstr, "%s", msg);
 }
 
-/* Loads or reloads the topology, within the connect timeout. */
-static int router_refresh(router *r, uint64_t seen) {
+/* Loads or reloads the topology, by deadline. */
+static int router_refresh_by(router *r, uint64_t seen, int64_t deadline) {
     char err[CONN_ERRSTR_LEN];
     const char *kind = "connection";
-    int64_t deadline = deadline_in_ms(r->t->cfg.connect_timeout_ms);
     if (topo_refresh(r->t, seen, r->may_resolve, deadline, err, sizeof err, &kind) != 0) {
         router_fail(r, strcmp(kind, "timeout") == 0 ? CONN_ETIMEOUT :
                        strcmp(kind, "redis") == 0 ? CONN_EREDIS :
@@ -71,10 +70,15 @@ static int router_refresh(router *r, uint64_t seen) {
     return 0;
 }
 
-int router_reload(router *r) {
+/* ... within the connect timeout. */
+static int router_refresh(router *r, uint64_t seen) {
+    return router_refresh_by(r, seen, deadline_in_ms(r->t->cfg.connect_timeout_ms));
+}
+
+int router_reload(router *r, int64_t deadline) {
     uint64_t seen = r->snap ? r->snap->epoch : 0;
     if (seen && !r->no_doubt) topo_doubt(r->t, seen);
-    if (router_refresh(r, seen) != 0) return -1;
+    if (router_refresh_by(r, seen, deadline) != 0) return -1;
     return router_sync(r);
 }
 
@@ -117,7 +121,10 @@ exec_conn *router_conn(router *r, int i) {
     if (x) return x;
     topo_node_config(r->t, n, &cfg);
     x = exec_conn_new(&cfg, &r->t->xopts);
-    if (x == NULL) return NULL;
+    if (x == NULL) {
+        router_fail(r, CONN_ENOMEM, "out of memory");
+        return NULL;
+    }
     c = x->c;
     /* a name it may resolve again at each connect (and so follow a DNS
      * change); without that right, the address the topology resolved */

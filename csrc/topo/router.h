@@ -68,8 +68,9 @@ int router_sync(router *r);
 /* The snapshot in use was found wrong before any request went (a client's
  * first connect, on a topology another client of the process loaded
  * before a failover its thread has not yet seen): Sentinel, a doubt cast
- * on it; then loaded again and followed. 0, or -1 with errstr. */
-int router_reload(router *r);
+ * on it; then loaded again, by deadline, and followed. 0, or -1 with
+ * errstr. */
+int router_reload(router *r, int64_t deadline);
 
 /* The connection to node i of r->snap (made, not connected, on first use). */
 exec_conn *router_conn(router *r, int i);

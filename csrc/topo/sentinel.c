@@ -462,7 +462,10 @@ static void sentinel_ask_all(const topo_src *src, sentinel_pool *pool, int may_r
     int64_t majority_at = 0;
     int i;
     for (i = 0; i < n && !deadline_passed(deadline); i++) ask_start(src, pool, i, may_resolve, deadline, &asks[i]);
-    for (; i < n; i++) ask_unreachable(&asks[i], "timed out before it was asked");
+    for (; i < n; i++) {   /* (never started: nothing of theirs to free below) */
+        memset(&asks[i], 0, sizeof asks[i]);
+        ask_unreachable(&asks[i], "timed out before it was asked");
+    }
     for (;;) {
         sentinel_tally t;
         int64_t now = monotime_us(), until = deadline;
