@@ -34,8 +34,10 @@ local function build(prefix, name)
     queue = key .. ":queue",        -- fair waiters in arrival order
     deadlines = key .. ":queue:deadlines",
     leases = key .. ":queue:leases",
-    count = key .. ":count",        -- a reentrant lock's entries (no ttl:
-                                    -- deleted with the lock)
+    grant = key .. ":grant",        -- a reentrant lock's grant: its entries
+                                    -- and fence (no ttl: deleted with the
+                                    -- lock); lock .. ":grant", as a
+                                    -- reentrant writer's is writer .. ":grant"
     holder = key .. ":holder",      -- "<since us> <token> <label>", written
                                     -- with every grant; lives as the lock
                                     -- (renewed by extend, deleted by release)

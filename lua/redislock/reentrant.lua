@@ -117,19 +117,19 @@ _M.REENTRANT = REENTRANT
 
 -- token and grant: a hold of an earlier grant renews nothing
 function REENTRANT.extend(ch, keys, token, ms, fence)
-  return ch:script("extend_reentrant", keys.lock, keys.count, token, ms, string.format("%.0f", fence))
+  return ch:script("extend_reentrant", keys.lock, keys.grant, token, ms, string.format("%.0f", fence))
 end
 
 function REENTRANT.release(client, keys, token, fence)
   return client._conn:script("release_reentrant", keys.lock, keys.waiters, keys.signal,
-    keys.count, token, string.format("%.0f", fence))
+    keys.grant, token, string.format("%.0f", fence))
 end
 
 -- One attempt: a first entry or a further one.
 function REENTRANT.try(rec, t0)
   local ch, keys = rec.client._conn, rec.keys
   ch:deadline(rec.deadline)
-  local r, err = ch:script("acquire_reentrant", keys.lock, keys.fence, keys.waiters, keys.count, keys.holder,
+  local r, err = ch:script("acquire_reentrant", keys.lock, keys.fence, keys.waiters, keys.grant, keys.holder,
     keys.waiting, rec.token, ttl_arg(rec.ttl), FLAG[rec.mode], rec.client._fence_ttl_ms, rec.label)
   if not r then return nil, err end
   if r[1] ~= 1 then return nil, "busy", r[2], r[3], r[4] end
