@@ -19,6 +19,7 @@ static const struct {
     {"dequeue", "1"},
     {"extend", "0|1"},
     {"extend_all", "0|1"},
+    {"extend_grant", "0|1"},
     {"extend_reentrant", "0|1"},
     {"fenced_get", "[1n]|[0]"},
     {"fenced_set", "i"},

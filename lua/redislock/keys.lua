@@ -35,9 +35,9 @@ local function build(prefix, name)
     deadlines = key .. ":queue:deadlines",
     leases = key .. ":queue:leases",
     grant = key .. ":grant",        -- a reentrant lock's grant: its entries
-                                    -- and fence (no ttl: deleted with the
-                                    -- lock); lock .. ":grant", as a
-                                    -- reentrant writer's is writer .. ":grant"
+                                    -- and fence; lives as the lock (renewed
+                                    -- with it, extend_grant finds it by this
+                                    -- suffix, as a reentrant writer's)
     holder = key .. ":holder",      -- "<since us> <token> <label>", written
                                     -- with every grant; lives as the lock
                                     -- (renewed by extend, deleted by release)
@@ -78,7 +78,8 @@ function _M.rwlock(prefix, name)
     writers_signal = key .. ":writers_signal",
     writer_holder = key .. ":holder",       -- the writer's, as a lock's holder
     reader_holders = key .. ":readers:holders", -- reader token -> "<since us> <label>"
-    writer_grant = key .. ":grant",         -- a reentrant writer's entries (n, fence)
+    writer_grant = key .. ":grant",         -- a reentrant writer's entries (n, fence),
+                                            -- living as the writer key (extend_grant)
     reader_counts = key .. ":readers:counts", -- a reentrant reader's entries, its grant
   }
 end

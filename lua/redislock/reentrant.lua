@@ -106,10 +106,11 @@ local function group_of(client, keys, token, fence)
 end
 
 --- A reentrant lock: the key of a plain lock, released once its entry
--- count is back at zero; how it is taken (redislock.engine).
+-- count is back at zero; how it is taken (redislock.engine). The watchdog
+-- renews its grant (keys.grant: lock .. ":grant") with it.
 local REENTRANT = {
   key = "lock",
-  renew = "extend",
+  renew = "extend_grant",
   auto_spin = true,
   mutex = true,
 }
@@ -154,7 +155,7 @@ function REENTRANT.join(rec, lock, expires, hold_until)
   local g = group_of(client, keys, token, lock.fence)
   local opts = rec.opts
   if opts.watchdog ~= false and not g.watch then
-    local watch, err = client._conn:watch(keys.lock, token, rec.ttl, expires, hold_until, "extend")
+    local watch, err = client._conn:watch(keys.lock, token, rec.ttl, expires, hold_until, REENTRANT.renew)
     if not watch then return nil, err end
     if opts.replicas and opts.replicas > 1 then watch:replicas(opts.replicas) end
     g.watch, g.watch_id = watch, err

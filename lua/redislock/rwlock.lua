@@ -194,7 +194,8 @@ function READ_RE.granted(rec, lock)
   supersede(rec, lock, "read", lock._grant)
 end
 
-local WRITE_RE = { key = "writer", renew = "extend", heartbeat = WRITE.heartbeat, signal = WRITE.signal }
+-- (the watchdog renews its grant, keys.writer_grant: writer .. ":grant", with it)
+local WRITE_RE = { key = "writer", renew = "extend_grant", heartbeat = WRITE.heartbeat, signal = WRITE.signal }
 _M.WRITE_RE = WRITE_RE
 
 function WRITE_RE.extend(ch, keys, token, ms, fence)

@@ -3,8 +3,9 @@
 -- counts up, and the lock is released when the count is back to zero.
 -- A plain acquire and a reentrant one exclude each other (same lock key).
 -- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] waiters flag,
--- KEYS[4] the grant: a hash of its entry count (n) and fence, KEYS[5] the
--- holder record, KEYS[6] the notify waiters (both as in acquire.lua)
+-- KEYS[4] the grant: a hash of its entry count (n) and fence (KEYS[1] ..
+-- ':grant', where extend_grant.lua finds it), KEYS[5] the holder record,
+-- KEYS[6] the notify waiters (both as in acquire.lua)
 -- ARGV[1] owner token, ARGV[2] lease in ms, ARGV[3] "1" when the caller
 -- will wait for a release notification, "0" when it tries once, "2" when
 -- it polls (as in acquire.lua), ARGV[4] fence_ttl in ms, ARGV[5] the
@@ -14,10 +15,10 @@
 -- ({0, pttl, label, held_ms} trying once, as acquire.lua).
 -- The fence names the grant: a hold of an earlier grant to the same owner
 -- (lost since) cannot release this one (release_reentrant.lua compares it).
--- The hash has no ttl: it must live exactly as long as the lock, however
--- long the watchdog keeps that (renewals touch only the lock key); it is
--- deleted with the lock, and a fresh grant overwrites one left behind by a
--- holder that died.
+-- The hash lives as the lock (new_grant.lua): given its lease, renewed
+-- with it (extend_reentrant.lua, the watchdog's extend_grant.lua), deleted
+-- with it; one a holder that died left expires with its lease, and a fresh
+-- grant overwrites it.
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 --@splice next_fence
 --@splice record_holder
@@ -29,7 +30,7 @@ if again then return again end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local t = redis.call('TIME')
   local f = next_fence(KEYS[2], t, ARGV[4])
-  new_grant(KEYS[4], f)
+  new_grant(KEYS[4], f, ARGV[2])
   record_holder(KEYS[5], t, ARGV[1], ARGV[5], ARGV[2])
   if ARGV[3] == '1' then redis.call('ZREM', KEYS[6], ARGV[1]) end
   return {1, f, 1}

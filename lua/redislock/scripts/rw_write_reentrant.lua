@@ -6,8 +6,8 @@
 -- wait for its own share). Otherwise as rw_write.lua.
 -- KEYS[1] writer key, KEYS[2] readers, KEYS[3] writer-waiting marker,
 -- KEYS[4] fence counter, KEYS[5] waiting writers, KEYS[6] the writer's
--- holder record, KEYS[7] the grant (hash: n, fence; no ttl: it lives as
--- long as the writer key, deleted with it, overwritten by a fresh grant)
+-- holder record, KEYS[7] the grant (hash: n, fence; the writer key's
+-- ':grant', living as the writer key does: new_grant.lua)
 -- ARGV[1] owner token, ARGV[2] lease in ms, ARGV[3] how long (ms) the
 -- caller will block for a wakeup if it is not taken (0: it will not),
 -- ARGV[4] fence_ttl in ms, ARGV[5] the marker's life in ms, ARGV[6] the
@@ -34,5 +34,5 @@ local t, refused = try_write({ writer = KEYS[1], readers = KEYS[2], marker = KEY
   label = ARGV[6] }, now)
 if not t then return refused end
 local f = next_fence(KEYS[4], t, ARGV[4])
-new_grant(KEYS[7], f)
+new_grant(KEYS[7], f, ARGV[2])
 return {1, f, 1}
