@@ -205,7 +205,7 @@ static void watch_set_keys(lua_State *L, int idx, const char **key, size_t *klen
  * on the monotonic clock (core.monotime). renew: the embedded script that
  * renews it (default "extend"; "extend_grant" for a reentrant lock or
  * writer, whose grant it renews with the key; "zset_renew" for a reader or a
- * permit).
+ * permit; "rw_renew_reentrant" for a reentrant reader, with its counts).
  * key may be a list of keys, a set's (client:acquire_all): renewed together
  * by a variadic renew script ("extend_all"), one registration for all.
  * spare: an unwatched handle that nothing uses any more, bound to the new

@@ -38,6 +38,7 @@ static const struct {
     {"rw_read", "[1]|[0i]"},
     {"rw_read_reentrant", "[1ii]|[0i]"},
     {"rw_release_reentrant", "0|1|2"},
+    {"rw_renew_reentrant", "0|1"},
     {"rw_write", "[1i]|[0i]"},
     {"rw_write_reentrant", "[1ii]|[0i]"},
     {"sem_acquire", "[1i]|[0i]"},

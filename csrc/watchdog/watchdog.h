@@ -75,9 +75,10 @@ typedef struct wd_keys {
 /* Registers a held lock: key/token as stored, ttl_ms the lease to renew to,
  * renew the script that renews it (KEYS[1] key, ARGV token and ttl ms,
  * answering 1 when renewed: extend for a lock key, extend_grant for a
- * reentrant one, zset_renew for a reader or a permit; NULL means extend). more: NULL, or a set's other keys, all
- * renewed by one call of renew, a variadic script (extend_all: the count,
- * the keys, token, ttl ms); not under Redlock;
+ * reentrant one, zset_renew for a reader or a permit, rw_renew_reentrant
+ * for a reentrant reader; NULL means extend). more: NULL, or a set's other
+ * keys, all renewed by one call of renew, a variadic script (extend_all:
+ * the count, the keys, token, ttl ms); not under Redlock;
  * lease_end_ms the monotonic time until which the lease is surely ours,
  * hold_until_ms 0 or the monotonic time after which renewals stop.
  * If the watchdog has no connection yet, one is made and checked now

@@ -38,7 +38,7 @@ typedef struct wd_req {
     int64_t sent_at;        /* ms, when it was queued: the lease counts from here */
     uint64_t from, to;      /* its bytes in the link's stream (conn offsets) */
     exec_state st;          /* how far the request got (exec.h) */
-    const struct script_def *script;  /* extend, extend_grant, zset_renew or redlock_renew */
+    const struct script_def *script;  /* what it sends: its renew (extend if none), redlock_renew */
     uint32_t round;         /* the entry's round it was sent in */
     uint64_t doubts;        /* topo_doubts() it counts from (Sentinel) */
     int wait;               /* a WAIT (wd_ack.c) */

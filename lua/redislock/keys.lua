@@ -80,7 +80,8 @@ function _M.rwlock(prefix, name)
     reader_holders = key .. ":readers:holders", -- reader token -> "<since us> <label>"
     writer_grant = key .. ":grant",         -- a reentrant writer's entries (n, fence),
                                             -- living as the writer key (extend_grant)
-    reader_counts = key .. ":readers:counts", -- a reentrant reader's entries, its grant
+    reader_counts = key .. ":readers:counts", -- a reentrant reader's entries, its grant;
+                                            -- living as the shares (rw_renew_reentrant)
   }
 end
 

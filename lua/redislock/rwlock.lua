@@ -169,8 +169,14 @@ local function supersede(rec, lock, side, grant)
   lock._rw_entry = entry   -- (the entry lives as long as one of its holds)
 end
 
-local READ_RE = { key = "readers", renew = "zset_renew", extend = READ.extend, signal = READ.signal }
+-- (renewed, by the watchdog or extend, with the readers' counts, which
+-- rw_renew_reentrant finds as readers .. ":counts": they live as the shares)
+local READ_RE = { key = "readers", renew = "rw_renew_reentrant", signal = READ.signal }
 _M.READ_RE = READ_RE
+
+function READ_RE.extend(ch, keys, token, ms)
+  return ch:script("rw_renew_reentrant", keys.readers, token, ms)
+end
 
 function READ_RE.release(client, keys, token, grant)
   return release_reentrant(client, keys, token, "read", grant)

@@ -112,6 +112,8 @@ static const struct case_ cases[] = {
     {"dequeue", ":0\r\n", 0},
     {"redlock_ping", ":1\r\n", 1},
     {"zset_renew", ":0\r\n", 1},
+    {"rw_renew_reentrant", ":1\r\n", 1},
+    {"rw_renew_reentrant", "*1\r\n:1\r\n", 0},
     {"extend_all", ":1\r\n", 1},
     {"extend_all", ":2\r\n", 0},
     {"sem_release", ":0\r\n", 1},

@@ -7,8 +7,11 @@
 -- KEYS[1] writer key, KEYS[2] readers (token -> lease end, ms), KEYS[3]
 -- writer-waiting marker, KEYS[4] waiting readers (token -> until when it
 -- blocks, ms), KEYS[5] the readers' holders, KEYS[6] the readers' counts
--- (owner -> n, owner .. ':g' -> the grant: when it was made, µs; no ttl:
--- a fresh grant overwrites an entry left by a share that ran out)
+-- (owner -> n, owner .. ':g' -> the grant: when it was made, µs; KEYS[2]
+-- .. ':counts', where rw_renew_reentrant.lua finds it; it lives at least as
+-- long as every share it counts, raised with each lease by set_leases, so
+-- an owner that died leaves its entries to expire; a fresh grant
+-- overwrites an entry left by a share that ran out)
 -- ARGV[1] owner token, ARGV[2] lease in ms, ARGV[3] how long (ms) the
 -- caller will block for a wakeup if it is not taken (0: it will not),
 -- ARGV[4] how long (ms) the holders' hash lives after a grant, ARGV[5] the
@@ -31,7 +34,7 @@ local grant = redis.call('HGET', KEYS[6], ARGV[1] .. ':g')
 if redis.call('ZSCORE', KEYS[2], ARGV[1]) and grant then
   local n = redis.call('HINCRBY', KEYS[6], ARGV[1], 1)
   if tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1])) < now + lease then
-    set_leases(KEYS[2], {ARGV[1]}, lease, now)
+    set_leases(KEYS[2], {ARGV[1]}, lease, now, KEYS[6])
   end
   return {1, tonumber(grant), n}
 end
@@ -40,9 +43,9 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   local refused = reader_refused(KEYS[1], KEYS[3], KEYS[4], ARGV[1], tonumber(ARGV[3]), now)
   if refused then return refused end
 end
-set_leases(KEYS[2], {ARGV[1]}, lease, now)
-redis.call('ZREM', KEYS[4], ARGV[1])
 grant = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
 redis.call('HSET', KEYS[6], ARGV[1], 1, ARGV[1] .. ':g', grant)
+set_leases(KEYS[2], {ARGV[1]}, lease, now, KEYS[6])   -- (after the HSET: the counts live as the lease)
+redis.call('ZREM', KEYS[4], ARGV[1])
 share_holders(KEYS[5], {ARGV[1]}, t, ARGV[5], ARGV[4])
 return {1, tonumber(grant), 1}
