@@ -112,6 +112,104 @@ describe("fences", function()
       c:close()
     end)
 
+    -- issue 31: what a reentrant holder that died leaves (here: never
+    -- released, no watchdog, its leases run out). A reentrant lock's and a
+    -- reentrant writer's grant (n, fence) and reentrant readers' counts live
+    -- as the lock and the shares they count: no key of the names lives
+    -- forever, and within one more lease only the fence counters
+    -- (fence_ttl) and the readers' holders (kept 7 days, as a plain
+    -- reader's) are left.
+    it("a reentrant holder that dies leaves no key without a ttl, and soon only fences and holders", function()
+      local c = assert(redislock.connect { url = srv.url })
+      local a, b, d = fresh(), fresh(), fresh()
+      local held = {
+        assert(c:acquire(a, { reentrant = true, ttl = 0.3, watchdog = false })),
+        assert(c:rwlock(b, { reentrant = true }):write { ttl = 0.3, watchdog = false }),
+        assert(c:rwlock(d, { reentrant = true }):read { ttl = 0.3, watchdog = false }),
+      }
+      local function left()
+        local out = {}
+        for _, n in ipairs({ a, b, d }) do
+          for _, k in ipairs(admin:command("KEYS", "{" .. n .. "}*")) do out[#out + 1] = k end
+        end
+        table.sort(out)
+        return out
+      end
+      helpers.sleep(0.6)   -- (past the lease)
+      for _, l in ipairs(held) do assert.is_false(l:held()) end
+      local forever = {}
+      for _, k in ipairs(left()) do
+        if admin:command("PTTL", k) == -1 then forever[#forever + 1] = k end
+      end
+      assert.same({}, forever)   -- (keys without a ttl: left forever)
+      local kept = { ["{" .. a .. "}:fence"] = true, ["{" .. b .. "}:rw:fence"] = true,
+        ["{" .. d .. "}:rw:readers:holders"] = true }
+      local rest
+      assert(helpers.wait_until(function()
+        rest = {}
+        for _, k in ipairs(left()) do
+          if not kept[k] then rest[#rest + 1] = k end
+        end
+        return #rest == 0
+      end, 0.3, 0.02), "left: " .. table.concat(rest, " "))
+      c:close()
+    end)
+
+    -- ...and while the holder lives, they live: however its lease was kept
+    -- (the watchdog's renewals, an extend, an entry asking for a longer
+    -- lease), the owner entering again once the first lease is over enters
+    -- the same grant (its fence; a reader's entries counted on), and every
+    -- hold extends and releases as before.
+    it("a reentrant hold keeps its grant while its lease is kept: watchdog, extend, a longer entry", function()
+      local c = assert(redislock.connect { url = srv.url })
+      local other = assert(redislock.connect { url = srv.url })
+      for _, how in ipairs({ "watchdog", "extend", "enter" }) do
+        local a, b, d = fresh(), fresh(), fresh()
+        local rwb, rwd = c:rwlock(b, { reentrant = true }), c:rwlock(d, { reentrant = true })
+        local function opts(ttl, lock)
+          return { reentrant = lock, ttl = ttl, watchdog = how == "watchdog" }
+        end
+        local ttl = how == "watchdog" and 0.5 or 0.3
+        local locks = { assert(c:acquire(a, opts(ttl, true))) }
+        local writes = { assert(rwb:write(opts(ttl))) }
+        local reads = { assert(rwd:read(opts(ttl))) }
+        if how == "watchdog" then
+          helpers.sleep(2)   -- (four leases, renewed by the watchdog)
+        else
+          if how == "extend" then
+            for _, l in ipairs({ locks[1], writes[1], reads[1] }) do assert.is_true(l:extend(1.5)) end
+          else
+            locks[2] = assert(c:acquire(a, opts(1.5, true)))
+            writes[2] = assert(rwb:write(opts(1.5)))
+            reads[2] = assert(rwd:read(opts(1.5)))
+          end
+          helpers.sleep(0.6)   -- (twice the first lease)
+        end
+        local l = assert(c:acquire(a, opts(ttl, true)))
+        assert.equal(locks[1].fence, l.fence, how)
+        locks[#locks + 1] = l
+        local w = assert(rwb:write(opts(ttl)))
+        assert.equal(writes[1].fence, w.fence, how)
+        writes[#writes + 1] = w
+        reads[#reads + 1] = assert(rwd:read(opts(ttl)))
+        assert.equal(#writes, rwb:inspect().writes, how)
+        assert.equal(#reads, rwd:inspect().reads, how)   -- (entered again, not a fresh grant)
+        for _, holds in ipairs({ locks, writes, reads }) do
+          for i = #holds, 1, -1 do assert.is_true(holds[i]:extend(5), how) end
+          for i = #holds, 2, -1 do assert.is_true(holds[i]:release(), how) end
+        end
+        assert.equal("busy", select(3, other:acquire(a)))
+        assert.equal("busy", select(3, other:rwlock(b):read()))
+        assert.equal("busy", select(3, other:rwlock(d):write()))
+        for _, holds in ipairs({ locks, writes, reads }) do assert.is_true(holds[1]:release(), how) end
+        assert(other:acquire(a)):release()
+        assert(other:rwlock(b):write()):release()
+        assert(other:rwlock(d):write()):release()
+      end
+      other:close()
+      c:close()
+    end)
+
     it("a name released and taken again gets a higher fence, the counter there or gone", function()
       local c = assert(redislock.connect { url = srv.url, fence_ttl = 1 })
       local name = fresh()
