@@ -148,6 +148,25 @@ describe("reentrant read-write locks", function()
 
   -- (a writer's grant drops a lapsed reader from the readers and not its
   -- entry; the owner's token comes back with its next grant)
+  -- (an earlier version's client renews a share and not its entries, which
+  -- now expire: deleting them here is what that leaves)
+  it("never grant a share over a live one whose entries are gone", function()
+    local name = fresh()
+    local rw = c:rwlock(name, { reentrant = true })
+    local r = assert(rw:read { ttl = 5 })
+    raw:command("DEL", "{" .. name .. "}:rw:readers:counts")
+    local again = rw:read { ttl = 5 }
+    -- (granted, its release would take r's share away)
+    if again then again:release() end
+    assert.is_nil(again)
+    assert.is_nil((other:rwlock(name):write()))   -- r's share still keeps writers out
+    assert.is_truthy(raw:command("ZSCORE", "{" .. name .. "}:rw:readers", r.token))
+    -- (its entries gone, r's release answers not held: the share ends with
+    -- its lease)
+    r:release()
+    raw:command("DEL", "{" .. name .. "}:rw:readers")
+  end)
+
   it("never name a grant without a label by an earlier grant's label", function()
     local name = fresh()
     local rw = c:rwlock(name, { reentrant = true })

@@ -31,12 +31,21 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 drop_lapsed(KEYS[2], KEYS[5], now, KEYS[6])
 local lease = tonumber(ARGV[2])
 local grant = redis.call('HGET', KEYS[6], ARGV[1] .. ':g')
-if redis.call('ZSCORE', KEYS[2], ARGV[1]) and grant then
+local live = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if live and grant then
   local n = redis.call('HINCRBY', KEYS[6], ARGV[1], 1)
-  if tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1])) < now + lease then
+  if tonumber(live) < now + lease then
     set_leases(KEYS[2], {ARGV[1]}, lease, now, KEYS[6])
   end
   return {1, tonumber(grant), n}
+end
+if live then
+  -- The owner's share lives and its entries do not (renewed by a client
+  -- of an earlier version, whose renewals leave the counts to expire): a
+  -- grant over it would count its holds from 1, and their release would
+  -- end the share under that client's hold, letting a writer in. Refused
+  -- until that share ends.
+  return {0, math.max(tonumber(live) - now, 1)}
 end
 -- (the writer reads while it writes: a downgrade)
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
