@@ -375,17 +375,27 @@ static int client_check_first(lua_State *L, client_ud *u) {
     if (router_sync(u->r) == 0 && (xc = router_conn(u->r, 0)) != NULL && conn_ensure(c = xc->c) == 0) return 1;
     /* Sentinel: a shared topology's master that does not answer may be one
      * a failover left behind (loaded before it, not yet followed past it):
-     * the sentinels are asked again, once, in what is left of the connect
-     * timeout; tried again only if they name another (the old connection
-     * then freed: its error is not read after); else their answer is the
-     * error */
+     * the sentinels are asked again, once, and their master tried, in what
+     * is left of the connect timeout; tried again only if they give a new
+     * snapshot (the old connection then freed: its error is not read
+     * after); else their answer is the error */
     if (c && shared && u->t->mode == TOPO_SENTINEL && !deadline_passed(deadline)) {
         uint64_t seen = u->r->snap ? u->r->snap->epoch : 0;
         if (router_reload(u->r, deadline) != 0) {
             c = NULL;
+        } else if (u->r->snap && u->r->snap->epoch != seen && (xc = router_conn(u->r, 0)) != NULL) {
+            /* (within what is left, then the client's own timeouts again) */
+            long connect_ms = xc->c->cfg.connect_timeout_ms, command_ms = xc->c->cfg.timeout_ms;
+            int rc;
+            if (deadline != DEADLINE_NONE) {
+                long left_ms = (long)((deadline - monotime_us()) / 1000);
+                conn_set_timeouts(xc->c, left_ms > 1 ? left_ms : 1, command_ms);
+            }
+            rc = conn_ensure(c = xc->c);
+            conn_set_timeouts(c, connect_ms, command_ms);
+            if (rc == 0) return 1;
         } else if (u->r->snap && u->r->snap->epoch != seen) {
-            c = NULL;
-            if ((xc = router_conn(u->r, 0)) != NULL && conn_ensure(c = xc->c) == 0) return 1;
+            c = NULL;   /* (router_conn ran out of memory: its error is the router's) */
         }
     }
     lua_pushnil(L);
