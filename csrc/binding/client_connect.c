@@ -383,19 +383,9 @@ static int client_check_first(lua_State *L, client_ud *u) {
         uint64_t seen = u->r->snap ? u->r->snap->epoch : 0;
         if (router_reload(u->r, deadline) != 0) {
             c = NULL;
-        } else if (u->r->snap && u->r->snap->epoch != seen && (xc = router_conn(u->r, 0)) != NULL) {
-            /* (within what is left, then the client's own timeouts again) */
-            long connect_ms = xc->c->cfg.connect_timeout_ms, command_ms = xc->c->cfg.timeout_ms;
-            int rc;
-            if (deadline != DEADLINE_NONE) {
-                long left_ms = (long)((deadline - monotime_us()) / 1000);
-                conn_set_timeouts(xc->c, left_ms > 1 ? left_ms : 1, command_ms);
-            }
-            rc = conn_ensure(c = xc->c);
-            conn_set_timeouts(c, connect_ms, command_ms);
-            if (rc == 0) return 1;
         } else if (u->r->snap && u->r->snap->epoch != seen) {
-            c = NULL;   /* (router_conn ran out of memory: its error is the router's) */
+            c = NULL;   /* (freed with the old snapshot; no connection: the router's error) */
+            if ((xc = router_conn(u->r, 0)) != NULL && conn_ensure_by(c = xc->c, deadline) == 0) return 1;
         }
     }
     lua_pushnil(L);

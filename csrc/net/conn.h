@@ -164,6 +164,8 @@ int conn_resolve(conn *c, int64_t deadline);
  * process forked since), all within connect_timeout. 0, or -1 with errstr
  * ("connection failed: ..." or "redis error: ..."). */
 int conn_ensure(conn *c);
+/* ... within deadline instead (what is left of a longer connect's). */
+int conn_ensure_by(conn *c, int64_t deadline);
 
 /* Drops c if the server closed it while it sat idle for over a second (its
  * `timeout`, CLIENT KILL, a proxy, the server's death): checked before a

@@ -180,10 +180,12 @@ void conn_check_idle(conn *c) {
 }
 
 int conn_ensure(conn *c) {
-    int64_t deadline;
+    return conn_ensure_by(c, deadline_in_ms(c->cfg.connect_timeout_ms));
+}
+
+int conn_ensure_by(conn *c, int64_t deadline) {
     if (c->fd >= 0 && c->pid != proc_id()) conn_drop(c);
     if (c->fd >= 0 && !conn_connecting(c) && c->hs_next >= c->hs_n) return 0;
-    deadline = deadline_in_ms(c->cfg.connect_timeout_ms);
     if (conn_resolve(c, deadline) != 0) return -1;
     if (c->addrs.n == 0) {
         conn_fail(c, CONN_ECONNECT, "failed", "no address known");
