@@ -13,7 +13,7 @@ files["bench/nginx_app.lua"] = { read_globals = { "ngx" } }
 -- spliced scripts (build/scripts/) as Redis gets them, too.
 files["lua/redislock/scripts/"] = {
   std = "lua51", read_globals = { "redis", "KEYS", "ARGV", "next_fence", "record_holder", "holder_of", "shares_of",
-    "permit_members", "wake_waiters", "add_waiter", "drop_lapsed", "reenter", "new_grant",
+    "permit_members", "wake_waiters", "add_waiter", "drop_lapsed", "reenter", "new_grant", "leave_grant",
     "try_write", "set_leases", "share_holders", "reader_refused" },
 }
 files["lua/redislock/scripts/lib/"] = { std = "lua51", read_globals = { "redis" }, ignore = { "211" } }

@@ -159,7 +159,7 @@ describe("redislock.core", function()
       assert.is_nil(s.source:find("\n%-%-@splice"), name)
       -- each shared rule a script calls is defined in it, once
       for _, fn in ipairs { "next_fence", "record_holder", "holder_of", "shares_of", "permit_members",
-        "wake_waiters", "add_waiter", "drop_lapsed", "reenter", "new_grant",
+        "wake_waiters", "add_waiter", "drop_lapsed", "reenter", "new_grant", "leave_grant",
         "try_write", "set_leases", "share_holders", "reader_refused" } do
         local _, defs = s.source:gsub("\nlocal function " .. fn .. "%(", "")
         local _, calls = s.source:gsub("[^%w_]" .. fn .. "%(", "")
@@ -177,13 +177,14 @@ describe("redislock.core", function()
     -- wakeups of the shared locks' releases and breaks; the waiters the shared primitives register, and the shares
     -- whose lease ran out that a read or a permit's acquire drops; a
     -- reentrant grant entered again and made anew, by both reentrant
-    -- acquires (a lock's, an rwlock writer's); a writer's attempt, by both
+    -- acquires (a lock's, an rwlock writer's), and left, by both reentrant
+    -- releases (a lock's, an rwlock's); a writer's attempt, by both
     -- rwlock writers; a share's lease, by both reads, a permit's acquire
     -- and both renewals of a share; a share's holder entries, by both reads and a
     -- permit's acquire; a reader kept out, by both reads
     assert.same({ next_fence = 8, record_holder = 9, holder_of = 7, shares_of = 2, permit_members = 3,
-      wake_waiters = 5, add_waiter = 5, drop_lapsed = 3, reenter = 2, new_grant = 2, try_write = 2,
-      set_leases = 5, share_holders = 3, reader_refused = 2 }, uses)
+      wake_waiters = 5, add_waiter = 5, drop_lapsed = 3, reenter = 2, new_grant = 2, leave_grant = 2,
+      try_write = 2, set_leases = 5, share_holders = 3, reader_refused = 2 }, uses)
     assert.equal(5, core.scripts.acquire.keys)
     -- (as many as the call gives: its first argument says how many)
     assert.equal(-1, core.scripts.acquire_all.keys)

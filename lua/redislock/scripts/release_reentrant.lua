@@ -8,13 +8,9 @@
 -- ARGV[1] owner token, ARGV[2] the hold's fence
 -- Returns 1 when released, 2 when still held (entered more than once), 0
 -- when the key is gone, someone else's, or another grant's.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('HGET', KEYS[4], 'fence') ~= ARGV[2] then
-  return 0
-end
-if redis.call('HINCRBY', KEYS[4], 'n', -1) > 0 then
-  return 2
-end
-redis.call('DEL', KEYS[1], KEYS[4], KEYS[1] .. ':holder')   -- (the holder record goes with it)
+--@splice leave_grant
+local left = leave_grant(KEYS[1], KEYS[4], ARGV[1], ARGV[2])
+if left ~= 1 then return left end
 local waiting = redis.call('PTTL', KEYS[2])
 if waiting > 0 then
   redis.call('RPUSH', KEYS[3], '1')

@@ -14,15 +14,13 @@
 -- Returns 1 when released, 2 when still held (entered more than once), 0
 -- when gone, someone else's, or another grant's.
 --@splice wake_waiters
+--@splice leave_grant
 if redis.replicate_commands then redis.replicate_commands() end -- TIME before writes (Redis < 7)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if ARGV[2] == 'write' then
-  if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('HGET', KEYS[3], 'fence') ~= ARGV[3] then
-    return 0
-  end
-  if redis.call('HINCRBY', KEYS[3], 'n', -1) > 0 then return 2 end
-  redis.call('DEL', KEYS[1], KEYS[3], KEYS[1] .. ':holder')   -- (the holder record goes with it)
+  local left = leave_grant(KEYS[1], KEYS[3], ARGV[1], ARGV[3])
+  if left ~= 1 then return left end
   wake_waiters(KEYS[6], KEYS[7], 1000, now)
   wake_waiters(KEYS[8], KEYS[9], 1, now)
   return 1
